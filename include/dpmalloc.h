@@ -1,0 +1,149 @@
+/*
+ * dpmalloc.h - the public interface of dpmalloc.
+ *
+ * dpmalloc is a general purpose memory allocator for data-plane and server
+ * software. Linked or preloaded, it replaces the libc allocation family
+ * (malloc, free, ...). This header declares its native API, prefixed dpm_,
+ * which adds what libc lacks: alignment at an offset, sized frees and usable
+ * sizes for every block.
+ *
+ * Thread safety: every function here may be called from any thread at any
+ * time, including from a thread other than the one that allocated the block.
+ */
+#ifndef DPMALLOC_H
+#define DPMALLOC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DPMALLOC_VERSION_MAJOR 0
+#define DPMALLOC_VERSION_MINOR 1
+#define DPMALLOC_VERSION_PATCH 0
+#define DPMALLOC_VERSION "0.1.0"
+
+/** Largest alignment any dpm_ call accepts: 1 GiB. */
+#define DPM_MAX_ALIGN ((size_t)1 << 30)
+
+#if defined(__GNUC__)
+#define DPM_ATTR_MALLOC __attribute__((malloc))
+#define DPM_ATTR_ALLOC_SIZE(n) __attribute__((alloc_size(n)))
+#define DPM_ATTR_ALLOC_SIZE2(n, m) __attribute__((alloc_size(n, m)))
+#else
+#define DPM_ATTR_MALLOC
+#define DPM_ATTR_ALLOC_SIZE(n)
+#define DPM_ATTR_ALLOC_SIZE2(n, m)
+#endif
+
+/**
+ * Allocate @p size bytes aligned to 16 bytes.
+ *
+ * @param size
+ *   Bytes wanted. 0 is allowed and returns a unique, freeable pointer.
+ * @return
+ *   The block, or NULL with errno = ENOMEM when memory is exhausted or
+ *   @p size exceeds PTRDIFF_MAX.
+ */
+void *dpm_malloc(size_t size) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(1);
+
+/**
+ * Allocate @p n * @p size zeroed bytes.
+ *
+ * @return
+ *   The block, or NULL with errno = ENOMEM when the product overflows or
+ *   memory is exhausted.
+ */
+void *dpm_calloc(size_t n, size_t size) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE2(1, 2);
+
+/**
+ * Resize the block @p p to @p size bytes, moving it if needed.
+ *
+ * @param p
+ *   A block from any dpm_ allocation call, or NULL (then same as dpm_malloc).
+ * @param size
+ *   New size. 0 with a non-NULL @p p frees @p p and returns NULL, as
+ *   glibc's realloc does.
+ * @return
+ *   The resized block (alignment of the original call is not kept: use
+ *   dpm_realloc_aligned for that), or NULL with errno = ENOMEM and @p p
+ *   untouched.
+ */
+void *dpm_realloc(void *p, size_t size) DPM_ATTR_ALLOC_SIZE(2);
+
+/**
+ * Return a block to the allocator. NULL is ignored.
+ *
+ * A pointer dpmalloc never returned, an interior pointer or a double free
+ * is reported on stderr, naming the call and the pointer, and aborts.
+ */
+void dpm_free(void *p);
+
+/**
+ * Free @p p, promising it was allocated with @p size bytes. In the secure
+ * mode the promise is checked.
+ */
+void dpm_free_sized(void *p, size_t size);
+
+/**
+ * Allocate @p size bytes at an address that is a multiple of @p align.
+ *
+ * Small requests come from a size class that is a multiple of @p align (at
+ * most one alignment unit of waste, no header); large ones from a page-run
+ * search that always fits on the first candidate. Time is bounded for every
+ * alignment.
+ *
+ * @param size
+ *   Bytes wanted.
+ * @param align
+ *   A power of two from 1 to DPM_MAX_ALIGN.
+ * @return
+ *   The block, or NULL with errno = EINVAL for a bad @p align, ENOMEM when
+ *   memory is exhausted.
+ */
+void *dpm_malloc_aligned(size_t size, size_t align) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(1);
+
+/**
+ * Allocate @p size bytes at an address p with (p + @p offset) % @p align == 0.
+ *
+ * This is the VPP "align at offset" request: a structure whose field at
+ * @p offset must start a cache line. Small requests come from slabs whose
+ * object grid is shifted ("phased") by the offset, so no object carries a
+ * pad. The block is freed with dpm_free like any other.
+ *
+ * @param size
+ *   Bytes wanted.
+ * @param align
+ *   A power of two from 1 to DPM_MAX_ALIGN.
+ * @param offset
+ *   Any value; it is taken modulo @p align.
+ * @return
+ *   The block, or NULL with errno = EINVAL / ENOMEM as dpm_malloc_aligned.
+ */
+void *dpm_malloc_aligned_at(size_t size, size_t align, size_t offset) DPM_ATTR_MALLOC
+    DPM_ATTR_ALLOC_SIZE(1);
+
+/** dpm_malloc_aligned() whose block is zeroed. */
+void *dpm_zalloc_aligned(size_t size, size_t align) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(1);
+
+/**
+ * Resize @p p to @p size bytes keeping the alignment @p align.
+ *
+ * @return
+ *   The block (possibly @p p itself), or NULL with errno set and @p p
+ *   untouched. @p p NULL behaves as dpm_malloc_aligned.
+ */
+void *dpm_realloc_aligned(void *p, size_t size, size_t align) DPM_ATTR_ALLOC_SIZE(2);
+
+/**
+ * Bytes usable at @p p: at least the size requested, up to the end of the
+ * block. 0 for NULL.
+ */
+size_t dpm_usable_size(const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DPMALLOC_H */
