@@ -1,0 +1,58 @@
+/*
+ * alloc.h - the allocation entry logic shared by the dpm_ API (alloc.c)
+ * and the libc overrides (override.c): inline fast paths and the slow
+ * paths behind them.
+ *
+ * malloc fast path: size -> class by table, pop the thread-cache stack.
+ * free fast path: two radix loads, the page-map load, a divisibility test
+ * that rejects interior and foreign pointers, push on the stack.
+ * Everything else (misses, overflows, large blocks, misuse) is one call
+ * away in alloc.c. May call: tcache, arena, bin.
+ */
+#ifndef DPM_ALLOC_H
+#define DPM_ALLOC_H
+
+#include "global.h"
+#include "tcache.h"
+
+#define TC_FAST_MAX ((size_t)8 << 20)
+
+void *alloc_slow(size_t size) DPM_NOINLINE;
+void free_slow(void *p, const char *call) DPM_NOINLINE;
+void *calloc_impl(size_t n, size_t size);
+void *realloc_impl(void *p, size_t size, const char *call);
+/* (p + offset) % align == 0; align a power of two (checked by callers). */
+void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero);
+size_t usable_size_impl(const void *p, const char *call);
+
+DPM_INLINE void *alloc_fast(size_t size)
+{
+    unsigned c;
+    if (likely(size <= SC_LOOKUP_MAX))
+        c = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM];
+    else if (size <= TC_FAST_MAX)
+        c = sc_compute(size);
+    else
+        return alloc_slow(size);
+    tc_bin_t *b = &tls_tcache->bins[c];
+    if (likely(b->ncached != 0)) {
+        b->nrequests++;
+        return b->slots[--b->ncached];
+    }
+    return alloc_slow(size);
+}
+
+DPM_INLINE void free_fast(void *p, const char *call)
+{
+    span_t *s = span_of(p);
+    if (likely(s != NULL) && likely(span_is_block_start(s, (uintptr_t)p))) {
+        tc_bin_t *b = &tls_tcache->bins[s->tcache_class];
+        if (likely(b->ncached < b->ncached_max)) {
+            b->slots[b->ncached++] = p;
+            return;
+        }
+    }
+    free_slow(p, call);
+}
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * arena.c - arenas (see arena.h): creation and round-robin choice, phased
+ * bins, large blocks, and the decay clock.
+ */
+#include "arena.h"
+#include "conf.h"
+#include "error.h"
+#include "global.h"
+#include "os.h"
+
+#include <errno.h>
+#include <string.h>
+
+arena_t *arenas[MAX_ARENAS];
+unsigned narenas_total;
+unsigned narenas_auto;
+static dpm_mutex_t arenas_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static unsigned next_arena;
+
+static arena_t *arena_create(unsigned index)
+{
+    arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
+    if (a == NULL)
+        return NULL;
+    mutex_init(&a->lock);
+    mutex_init(&a->phased_lock);
+    ph_init(&a->ph, a);
+    a->index = index;
+    a->dirty_decay_ms = opt.dirty_decay_ms;
+    a->muzzy_decay_ms = opt.muzzy_decay_ms;
+    a->clock_ns = a->last_decay_ns = os_now_ns();
+    for (unsigned c = 0; c < NSMALL; c++)
+        bin_init(&a->bins[c], a, c, 0, c < g.tcache_nclasses ? (uint8_t)c : TC_NONE);
+    return a;
+}
+
+arena_t *arena_get(unsigned index)
+{
+    if (index >= MAX_ARENAS)
+        return NULL;
+    arena_t *a = __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE);
+    if (likely(a != NULL))
+        return a;
+    mutex_lock(&arenas_lock);
+    a = arenas[index];
+    if (a == NULL) {
+        a = arena_create(index);
+        if (a != NULL) {
+            __atomic_store_n(&arenas[index], a, __ATOMIC_RELEASE);
+            if (index >= narenas_total)
+                __atomic_store_n(&narenas_total, index + 1, __ATOMIC_RELEASE);
+        }
+    }
+    mutex_unlock(&arenas_lock);
+    return a;
+}
+
+arena_t *arena_choose(void)
+{
+    unsigned i = __atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % narenas_auto;
+    arena_t *a = arena_get(i);
+    return a != NULL ? a : arena_get(0);
+}
+
+/* ---- phased bins ------------------------------------------------------- */
+
+bin_t *arena_phased_bin(arena_t *a, unsigned c, uint32_t phase)
+{
+    unsigned h = (c * 31u + phase * 2654435761u) % ARENA_PHASED_SLOTS;
+    for (unsigned probe = 0; probe < ARENA_PHASED_SLOTS; probe++) {
+        phased_slot_t *slot = &a->phased[(h + probe) % ARENA_PHASED_SLOTS];
+        bin_t *bin = __atomic_load_n(&slot->bin, __ATOMIC_ACQUIRE);
+        if (bin == NULL) {
+            mutex_lock(&a->phased_lock);
+            bin = slot->bin;
+            if (bin == NULL) {
+                bin = base_alloc(sizeof(bin_t), CACHELINE);
+                if (bin != NULL) {
+                    bin_init(bin, a, c, phase, TC_NONE);
+                    slot->size_class = c;
+                    slot->phase = phase;
+                    __atomic_store_n(&slot->bin, bin, __ATOMIC_RELEASE);
+                }
+            }
+            mutex_unlock(&a->phased_lock);
+            if (bin == NULL)
+                return NULL;
+        }
+        if (slot->size_class == c && slot->phase == phase)
+            return bin;
+    }
+    return NULL;
+}
+
+/* ---- decay clock ------------------------------------------------------- */
+
+#define DECAY_TICKS_PER_CLOCK 8
+
+static uint64_t decay_interval_ns(const arena_t *a)
+{
+    int64_t ms = a->dirty_decay_ms;
+    if (a->muzzy_decay_ms > 0 && (ms <= 0 || a->muzzy_decay_ms < ms))
+        ms = a->muzzy_decay_ms;
+    if (ms <= 0)
+        return 0;
+    uint64_t ns = (uint64_t)ms * 1000000u / 16;   /* 16 passes per decay time */
+    return ns < 1000000u ? 1000000u : ns;
+}
+
+void arena_tick(arena_t *a)
+{
+    if (++a->ticks % DECAY_TICKS_PER_CLOCK != 0)
+        return;
+    a->clock_ns = os_now_ns();
+    if (a->dirty_decay_ms < 0 && a->muzzy_decay_ms < 0)
+        return;
+    uint64_t interval = decay_interval_ns(a);
+    if (a->clock_ns - a->last_decay_ns >= interval) {
+        a->last_decay_ns = a->clock_ns;
+        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
+    }
+}
+
+void arena_after_free(arena_t *a)
+{
+    if (a->dirty_decay_ms == 0)
+        ph_decay(&a->ph, a->clock_ns, 0, a->muzzy_decay_ms);
+    else
+        arena_tick(a);
+}
+
+void arena_purge_all(arena_t *a)
+{
+    mutex_lock(&a->lock);
+    a->clock_ns = os_now_ns();
+    ph_decay(&a->ph, a->clock_ns, 0, 0);
+    mutex_unlock(&a->lock);
+}
+
+/* ---- large blocks ------------------------------------------------------ */
+
+/* Where the block starts inside its first page, and the run alignment and
+ * phase that make (p + offset) % align == 0 (see docs/design.md). */
+static void place_large(const large_request_t *req, size_t *in_page, page_request_t *pr)
+{
+    size_t off = req->offset;
+    if (req->align <= PAGE) {
+        *in_page = (req->align - off) & (req->align - 1);
+        pr->align = PAGE;
+        pr->phase = 0;
+    } else {
+        *in_page = (PAGE - (off & PAGE_MASK)) & PAGE_MASK;
+        pr->align = req->align;
+        pr->phase = (req->align - ((off + *in_page) & (req->align - 1))) & (req->align - 1);
+    }
+}
+
+void *arena_alloc_large(arena_t *a, const large_request_t *req)
+{
+    size_t in_page;
+    page_request_t pr;
+    place_large(req, &in_page, &pr);
+    unsigned c = sc_compute(req->size);
+    bool class_rounded = in_page == 0 && c >= NSMALL && req->size <= LARGE_ROUND_MAX;
+    if (c < NSMALL)
+        c = NSMALL;   /* small sizes with big alignments: counted as the first large class */
+    size_t usable = class_rounded ? sc_size(c) : round_up(req->size + in_page, PAGE) - in_page;
+    pr.npages = (usable + in_page) >> LG_PAGE;
+    bool zeroed;
+    mutex_lock(&a->lock);
+    span_t *s = ph_alloc(&a->ph, &pr, &zeroed);
+    if (s == NULL) {
+        mutex_unlock(&a->lock);
+        errno = ENOMEM;
+        return NULL;
+    }
+    s->base = s->start + in_page;
+    s->div_inv = 1;
+    s->usable = usable;
+    s->size_class = c;
+    s->tcache_class = class_rounded && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE;
+    large_stats_t *ls = &a->large[c - NSMALL];
+    ls->nmalloc++;
+    ls->live_bytes += usable;
+    arena_tick(a);
+    mutex_unlock(&a->lock);
+    if (req->zero && !zeroed)
+        memset((void *)s->base, 0, req->size);
+    return (void *)s->base;
+}
+
+void arena_free_large(span_t *s)
+{
+    arena_t *a = s->arena;
+    mutex_lock(&a->lock);
+    large_stats_t *ls = &a->large[s->size_class - NSMALL];
+    ls->nfree++;
+    ls->live_bytes -= s->usable;
+    ph_free(&a->ph, s, a->clock_ns);
+    arena_after_free(a);
+    mutex_unlock(&a->lock);
+}
+
+bool arena_resize_large_in_place(span_t *s, size_t size)
+{
+    size_t in_page = s->base - s->start;
+    size_t npages = pages_of(size + in_page);
+    if (npages == s->npages)
+        return true;
+    arena_t *a = s->arena;
+    bool ok = true;
+    mutex_lock(&a->lock);
+    size_t before = s->usable;
+    if (npages > s->npages)
+        ok = ph_grow(&a->ph, s, npages);
+    else if (npages * 2 <= s->npages || s->npages - npages >= 64)
+        ph_shrink(&a->ph, s, npages, a->clock_ns);
+    if (ok && s->usable != before) {
+        large_stats_t *ls = &a->large[s->size_class - NSMALL];
+        ls->live_bytes += s->usable - before;
+        s->tcache_class = TC_NONE;   /* no longer its class's size */
+        arena_tick(a);
+    }
+    mutex_unlock(&a->lock);
+    return ok && s->usable >= size;
+}
+
+/* ---- fork -------------------------------------------------------------- */
+
+static void for_each_lock(void (*fn)(dpm_mutex_t *), bool reverse)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned k = 0; k < n; k++) {
+        unsigned i = reverse ? n - 1 - k : k;
+        arena_t *a = arenas[i];
+        if (a == NULL)
+            continue;
+        if (!reverse)
+            fn(&a->phased_lock);
+        for (unsigned c = 0; c < NSMALL; c++)
+            fn(&a->bins[c].lock);
+        for (unsigned s = 0; s < ARENA_PHASED_SLOTS; s++)
+            if (a->phased[s].bin != NULL)
+                fn(&a->phased[s].bin->lock);
+        fn(&a->lock);
+        if (reverse)
+            fn(&a->phased_lock);
+    }
+}
+
+static void lock_one(dpm_mutex_t *m) { mutex_lock(m); }
+static void unlock_one(dpm_mutex_t *m) { mutex_unlock(m); }
+static void reinit_one(dpm_mutex_t *m) { pthread_mutex_init(&m->lock, NULL); }
+
+void arenas_prefork(void)
+{
+    mutex_lock(&arenas_lock);
+    for_each_lock(lock_one, false);
+}
+
+void arenas_postfork_parent(void)
+{
+    for_each_lock(unlock_one, true);
+    mutex_unlock(&arenas_lock);
+}
+
+void arenas_postfork_child(void)
+{
+    for_each_lock(reinit_one, true);
+    mutex_init(&arenas_lock);
+    unsigned n = narenas_total;
+    for (unsigned i = 0; i < n; i++)
+        if (arenas[i] != NULL)
+            arenas[i]->nthreads = 0;
+}

@@ -1,0 +1,81 @@
+/*
+ * arena.h - an arena: a page heap, one bin per small class, a table of
+ * phased bins, large-block bookkeeping and decay. Threads are spread over
+ * arenas round-robin (narenas, default 4 per CPU) so that threads rarely
+ * share locks.
+ *
+ * Owns: the arena table, large blocks, decay ticks. May call: bin, pages.
+ */
+#ifndef DPM_ARENA_H
+#define DPM_ARENA_H
+
+#include "bin.h"
+#include "pages.h"
+
+#define MAX_ARENAS 4096
+#define ARENA_PHASED_SLOTS 64
+#define NLARGE_STATS (NCLASSES - NSMALL)
+
+typedef struct phased_slot {
+    uint32_t size_class;
+    uint32_t phase;
+    bin_t *bin;
+} phased_slot_t;
+
+typedef struct large_stats {
+    uint64_t nmalloc, nfree;
+    size_t live_bytes;
+} large_stats_t;
+
+typedef struct arena {
+    dpm_mutex_t lock;              /* page heap, large stats, decay */
+    page_heap_t ph;
+    unsigned index;
+    uint32_t nthreads;             /* threads whose tcache points here */
+    uint64_t clock_ns;             /* coarse clock, refreshed by ticks */
+    uint64_t last_decay_ns;
+    uint32_t ticks;
+    int64_t dirty_decay_ms, muzzy_decay_ms;
+    large_stats_t large[NLARGE_STATS];
+    dpm_mutex_t phased_lock;
+    phased_slot_t phased[ARENA_PHASED_SLOTS];
+    bin_t bins[NSMALL];
+} CACHE_ALIGNED arena_t;
+
+extern arena_t *arenas[MAX_ARENAS];
+extern unsigned narenas_total;   /* arenas created so far */
+extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
+
+/* The arena with this index, created on first use; NULL on OOM. */
+arena_t *arena_get(unsigned index);
+/* The next arena in round-robin order. */
+arena_t *arena_choose(void);
+/* Bin for objects of class c laid at phase bytes into each slab; NULL if
+ * the table is full (the caller then falls back to a large block). */
+bin_t *arena_phased_bin(arena_t *a, unsigned c, uint32_t phase);
+
+typedef struct large_request {
+    size_t size;       /* bytes the caller asked for */
+    size_t align;      /* power of two; > PAGE means a page-run alignment */
+    size_t offset;     /* (p + offset) % align == 0; already reduced mod align */
+    bool zero;
+} large_request_t;
+
+void *arena_alloc_large(arena_t *a, const large_request_t *req);
+void arena_free_large(span_t *s);
+/* Resize a large block in place (grow into the next free run or shrink);
+ * true if its usable size is now at least size. */
+bool arena_resize_large_in_place(span_t *s, size_t size);
+/* Decay bookkeeping, called with the arena lock held. */
+void arena_tick(arena_t *a);
+void arena_after_free(arena_t *a);
+/* Purge all free pages now ("arena.<i>.purge"). */
+void arena_purge_all(arena_t *a);
+/* Every lock of every arena, for fork. */
+void arenas_prefork(void);
+void arenas_postfork_parent(void);
+void arenas_postfork_child(void);
+/* Size of the block at p of large span s. */
+DPM_INLINE size_t large_usable(const span_t *s) { return s->usable; }
+
+#endif

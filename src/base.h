@@ -1,0 +1,32 @@
+/*
+ * base.h - metadata memory: the allocator's own structures (span
+ * descriptors, thread caches, arenas) never come from the heap they
+ * describe. Owns: a bump allocator over OS chunks and fixed-size pools.
+ * May call: os, mutex.
+ */
+#ifndef DPM_BASE_H
+#define DPM_BASE_H
+
+#include "util.h"
+
+/* Zeroed, never-freed metadata; NULL with errno = ENOMEM. Thread-safe. */
+void *base_alloc(size_t size, size_t align);
+/* Bytes of metadata mapped so far (stats.metadata). */
+size_t base_mapped_bytes(void);
+void base_prefork(void);
+void base_postfork_parent(void);
+void base_postfork_child(void);
+
+/* A free list of fixed-size objects carved from base_alloc. Not locked:
+ * its owner serialises access. */
+typedef struct pool {
+    void *free_list;
+    size_t obj_size;
+    size_t live;
+} pool_t;
+
+void pool_init(pool_t *p, size_t obj_size);
+void *pool_get(pool_t *p);
+void pool_put(pool_t *p, void *obj);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * bin.c - slabs and bins (see bin.h). A slab's free objects are a bitmap
+ * in its span descriptor, so the slab's own pages are never written by the
+ * allocator: a fresh slab costs no page faults until the program touches
+ * its objects, and a double free is caught when its bit is already set.
+ */
+#include "bin.h"
+#include "arena.h"
+#include "error.h"
+#include "pages.h"
+
+#include <string.h>
+
+void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class)
+{
+    const sc_info_t *sc = &sc_table[size_class];
+    memset(bin, 0, sizeof(*bin));
+    mutex_init(&bin->lock);
+    bin->arena = arena;
+    bin->objsize = (uint32_t)sc->size;
+    bin->phase = phase;
+    bin->slab_pages = sc->slab_pages;
+    bin->slab_objs = sc->slab_objs;
+    bin->size_class = size_class;
+    bin->tcache_class = tcache_class;
+    if (phase != 0) {
+        /* The shifted grid loses phase bytes; grow the slab if that would
+         * leave it with no object at all. */
+        while ((size_t)bin->slab_pages * PAGE < phase + bin->objsize)
+            bin->slab_pages++;
+        bin->slab_objs = (uint32_t)(((size_t)bin->slab_pages * PAGE - phase) / bin->objsize);
+        if (bin->slab_objs > SLAB_MAX_OBJS)
+            bin->slab_objs = SLAB_MAX_OBJS;
+    }
+}
+
+/* ---- nonfull list ------------------------------------------------------ */
+
+static void nonfull_push(bin_t *bin, span_t *s)
+{
+    s->prev = NULL;
+    s->next = bin->nonfull;
+    if (bin->nonfull != NULL)
+        bin->nonfull->prev = s;
+    bin->nonfull = s;
+    s->on_list = 1;
+}
+
+static void nonfull_remove(bin_t *bin, span_t *s)
+{
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        bin->nonfull = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->on_list = 0;
+}
+
+/* ---- slabs ------------------------------------------------------------- */
+
+static void slab_init_bits(span_t *s, uint32_t nobjs)
+{
+    memset(s->free_bits, 0, sizeof(s->free_bits));
+    for (uint32_t w = 0; w < nobjs / 64; w++)
+        s->free_bits[w] = ~(uint64_t)0;
+    if (nobjs % 64 != 0)
+        s->free_bits[nobjs / 64] = ((uint64_t)1 << (nobjs % 64)) - 1;
+}
+
+static span_t *slab_create(bin_t *bin)
+{
+    arena_t *a = bin->arena;
+    page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
+    bool zeroed;
+    mutex_lock(&a->lock);
+    span_t *s = ph_alloc(&a->ph, &req, &zeroed);
+    if (s != NULL) {
+        const sc_info_t *sc = &sc_table[bin->size_class];
+        s->kind = SPAN_SLAB;
+        s->bin = bin;
+        s->objsize = bin->objsize;
+        s->base = s->start + bin->phase;
+        s->div_inv = sc->div_inv;
+        s->div_shift = sc->div_shift;
+        s->last_index = bin->slab_objs - 1;
+        s->tcache_class = bin->tcache_class;
+        s->nfree = bin->slab_objs;
+        slab_init_bits(s, bin->slab_objs);
+        ph_map_all_pages(s);
+        arena_tick(a);
+    }
+    mutex_unlock(&a->lock);
+    if (s != NULL) {
+        bin->stats.nslabs_made++;
+        bin->stats.curslabs++;
+    }
+    return s;
+}
+
+static void slab_release(bin_t *bin, span_t *s)
+{
+    arena_t *a = bin->arena;
+    if (s->on_list)
+        nonfull_remove(bin, s);
+    bin->stats.nslabs_freed++;
+    bin->stats.curslabs--;
+    mutex_lock(&a->lock);
+    ph_unmap_inner_pages(s);
+    ph_free(&a->ph, s, a->clock_ns);
+    arena_after_free(a);
+    mutex_unlock(&a->lock);
+}
+
+static unsigned slab_take(span_t *s, void **out, unsigned want)
+{
+    unsigned n = 0;
+    for (unsigned w = 0; w < SLAB_BITMAP_WORDS && n < want; w++) {
+        uint64_t bits = s->free_bits[w];
+        while (bits != 0 && n < want) {
+            unsigned i = w * 64 + ctz64(bits);
+            bits &= bits - 1;
+            out[n++] = (void *)(s->base + (size_t)i * s->objsize);
+        }
+        s->free_bits[w] = bits;
+    }
+    s->nfree -= n;
+    return n;
+}
+
+/* Puts p back into its slab; the bin lock is held. */
+static void slab_put(bin_t *bin, span_t *s, void *p)
+{
+    size_t i = span_index_of(s, (uintptr_t)p);
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    if (unlikely(s->free_bits[i / 64] & bit)) {
+        mutex_unlock(&bin->lock);
+        dpm_misuse("free", p, "double free of");
+    }
+    s->free_bits[i / 64] |= bit;
+    if (s->nfree++ == 0 && s != bin->current)
+        nonfull_push(bin, s);
+    if (s->nfree == bin->slab_objs && s != bin->current)
+        slab_release(bin, s);
+}
+
+/* ---- bins -------------------------------------------------------------- */
+
+static span_t *next_slab(bin_t *bin)
+{
+    span_t *s = bin->nonfull;
+    if (s != NULL) {
+        nonfull_remove(bin, s);
+        return s;
+    }
+    return slab_create(bin);
+}
+
+unsigned bin_fill(bin_t *bin, void **out, unsigned want)
+{
+    unsigned n = 0;
+    mutex_lock(&bin->lock);
+    while (n < want) {
+        span_t *s = bin->current;
+        if (s == NULL || s->nfree == 0) {
+            s = next_slab(bin);
+            if (s == NULL)
+                break;
+            bin->current = s;
+        }
+        n += slab_take(s, out + n, want - n);
+    }
+    bin->stats.nmalloc += n;
+    bin->stats.nfills++;
+    mutex_unlock(&bin->lock);
+    return n;
+}
+
+static span_t *checked_slab_of(void *p)
+{
+    span_t *s = span_of(p);
+    if (s == NULL || s->kind != SPAN_SLAB || !span_is_block_start(s, (uintptr_t)p))
+        dpm_misuse("free", p, "invalid pointer or double free");
+    return s;
+}
+
+void bin_flush(void **objs, unsigned n)
+{
+    while (n > 0) {
+        bin_t *bin = checked_slab_of(objs[0])->bin;
+        unsigned left = 0;
+        mutex_lock(&bin->lock);
+        for (unsigned i = 0; i < n; i++) {
+            span_t *s = checked_slab_of(objs[i]);
+            if (s->bin == bin)
+                slab_put(bin, s, objs[i]);
+            else
+                objs[left++] = objs[i];
+        }
+        bin->stats.nfree += n - left;
+        bin->stats.nflushes++;
+        mutex_unlock(&bin->lock);
+        n = left;
+    }
+}
+
+size_t bin_live_objects(const bin_t *bin)
+{
+    uint64_t m = __atomic_load_n(&bin->stats.nmalloc, __ATOMIC_RELAXED);
+    uint64_t f = __atomic_load_n(&bin->stats.nfree, __ATOMIC_RELAXED);
+    return m > f ? (size_t)(m - f) : 0;
+}
+
+static bool bin_fail(const char *rule)
+{
+    dpm_warn3("bin check failed: ", rule, NULL);
+    return false;
+}
+
+static unsigned popcount_bits(const span_t *s)
+{
+    unsigned n = 0;
+    for (unsigned w = 0; w < SLAB_BITMAP_WORDS; w++)
+        n += (unsigned)__builtin_popcountll(s->free_bits[w]);
+    return n;
+}
+
+bool bin_check(bin_t *bin)
+{
+    mutex_lock(&bin->lock);
+    bool ok = true;
+    for (span_t *s = bin->nonfull; s != NULL && ok; s = s->next) {
+        if (s->kind != SPAN_SLAB || s->bin != bin || !s->on_list)
+            ok = bin_fail("foreign span on nonfull list");
+        else if (s->nfree == 0 || s->nfree >= bin->slab_objs)
+            ok = bin_fail("full or empty slab on nonfull list");
+        else if (popcount_bits(s) != s->nfree)
+            ok = bin_fail("free count disagrees with bitmap");
+    }
+    if (ok && bin->current != NULL && popcount_bits(bin->current) != bin->current->nfree)
+        ok = bin_fail("current slab free count disagrees with bitmap");
+    mutex_unlock(&bin->lock);
+    return ok;
+}

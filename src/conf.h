@@ -1,0 +1,56 @@
+/*
+ * conf.h - run-time options. One table lists every key with its type,
+ * bounds and default; DPMALLOC_CONF, a compiled-in default string and an
+ * application-defined `dpm_conf` string are parsed against it once, before
+ * the first allocation is served. Unknown keys and bad values get one
+ * warning line on stderr and leave the default in place.
+ *
+ * Owns: the opt struct. May call: error (warnings), getenv.
+ */
+#ifndef DPM_CONF_H
+#define DPM_CONF_H
+
+#include "sizeclass.h"
+
+enum thp_mode { THP_DEFAULT = 0, THP_ALWAYS = 1, THP_NEVER = 2 };
+
+typedef struct dpm_opts {
+    unsigned narenas;                 /* 0: 4 per CPU */
+    bool tcache;
+    size_t tcache_max;
+    unsigned tcache_nslots_small_min;
+    unsigned tcache_nslots_small_max;
+    unsigned tcache_nslots_large;
+    unsigned lg_tcache_nslots_mul;
+    int64_t dirty_decay_ms;
+    int64_t muzzy_decay_ms;
+    bool background_thread;
+    bool stats_print;
+    char stats_print_opts[32];
+    bool junk;
+    bool zero;
+    unsigned thp;
+    uint32_t slab_pages[NSMALL];      /* 0: default shape */
+    char slab_sizes[256];             /* as given, for opt.slab_sizes */
+} dpm_opts_t;
+
+extern dpm_opts_t opt;
+
+/* Defaults, then the compiled-in string, dpm_conf, DPMALLOC_CONF. */
+void conf_init(void);
+/* Parses one "k:v,k:v" string into opt; returns the number of errors.
+ * Exposed for tests. */
+int conf_parse(const char *conf);
+
+/* Description of one option for ctl and docs: name, and how to print it. */
+typedef enum { OPT_BOOL, OPT_UNSIGNED, OPT_SIZE, OPT_SSIZE, OPT_STRING } opt_type_t;
+typedef struct opt_desc {
+    const char *name;
+    opt_type_t type;
+    void *value;
+    int64_t min, max;
+} opt_desc_t;
+extern const opt_desc_t opt_table[];
+extern const unsigned opt_table_len;
+
+#endif

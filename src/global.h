@@ -1,0 +1,30 @@
+/*
+ * global.h - process-wide state: whether dpmalloc is initialised, derived
+ * settings, and the per-thread state. Owns: initialisation order, fork
+ * handlers, thread-exit hook. May call: every lower room.
+ */
+#ifndef DPM_GLOBAL_H
+#define DPM_GLOBAL_H
+
+#include "util.h"
+#include <pthread.h>
+
+/* Large blocks up to this size are rounded to their size class (so that
+ * thread caches and in-place reuse find equal sizes); above it to pages. */
+#define LARGE_ROUND_MAX ((size_t)4 << 20)
+/* Largest request served at all; above it malloc fails with ENOMEM. */
+#define ALLOC_MAX ((size_t)1 << 46)
+
+typedef struct global {
+    bool initialized;
+    unsigned ncpus;
+    unsigned tcache_nclasses;   /* classes 0..n-1 go through thread caches */
+    pthread_key_t thread_key;   /* its destructor flushes the thread cache */
+} global_t;
+
+extern global_t g;
+
+bool dpm_init_slow(void);
+DPM_INLINE bool dpm_ready(void) { return likely(g.initialized) || dpm_init_slow(); }
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * init.c - bringing dpmalloc up: options, size classes, the first arena,
+ * the thread-exit key and fork handlers. Runs on the first allocation of
+ * the process (possibly before main, possibly from the dynamic loader), so
+ * it calls nothing that allocates until g.initialized is set.
+ */
+#include "conf.h"
+#include "error.h"
+#include "global.h"
+#include "os.h"
+#include "tcache.h"
+
+global_t g;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool init_running;
+
+static void prefork(void)
+{
+    if (!g.initialized)
+        return;
+    tcaches_prefork();
+    arenas_prefork();
+    pages_prefork();
+    base_prefork();
+}
+
+static void postfork_parent(void)
+{
+    if (!g.initialized)
+        return;
+    base_postfork_parent();
+    pages_postfork_parent();
+    arenas_postfork_parent();
+    tcaches_postfork_parent();
+}
+
+static void postfork_child(void)
+{
+    if (!g.initialized)
+        return;
+    base_postfork_child();
+    pages_postfork_child();
+    arenas_postfork_child();
+    tcaches_postfork_child();
+}
+
+static bool init_locked(void)
+{
+    conf_init();
+    g.ncpus = os_ncpus();
+    narenas_auto = opt.narenas != 0 ? opt.narenas : 4 * g.ncpus;
+    if (narenas_auto > MAX_ARENAS)
+        narenas_auto = MAX_ARENAS;
+    g.tcache_nclasses = opt.tcache ? tcache_classes_for(opt.tcache_max) : 0;
+    if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
+        return false;
+    if (arena_get(0) == NULL)
+        return false;
+    __atomic_store_n(&g.initialized, true, __ATOMIC_RELEASE);
+    /* May allocate: only now that the heap works. */
+    pthread_atfork(prefork, postfork_parent, postfork_child);
+    return true;
+}
+
+bool dpm_init_slow(void)
+{
+    if (__atomic_load_n(&g.initialized, __ATOMIC_ACQUIRE))
+        return true;
+    pthread_mutex_lock(&init_lock);
+    bool ok = g.initialized;
+    if (!ok && !init_running) {
+        init_running = true;
+        ok = init_locked();
+        init_running = false;
+    }
+    pthread_mutex_unlock(&init_lock);
+    return ok;
+}

@@ -1,0 +1,39 @@
+/*
+ * mutex.h - the lock every arena, bin and global table uses: a pthread
+ * mutex that counts acquisitions and, only when it had to wait, how often
+ * and for how long (clock reads happen on the contended path alone).
+ * Owns: lock statistics. May call: pthreads, os_now_ns.
+ */
+#ifndef DPM_MUTEX_H
+#define DPM_MUTEX_H
+
+#include "util.h"
+#include <pthread.h>
+
+typedef struct dpm_mutex {
+    pthread_mutex_t lock;
+    uint64_t n_acquired;       /* written under the lock */
+    uint64_t n_contended;
+    uint64_t wait_ns_total;
+    uint64_t wait_ns_max;
+} dpm_mutex_t;
+
+typedef struct mutex_stats {
+    uint64_t n_acquired, n_contended, wait_ns_total, wait_ns_max;
+} mutex_stats_t;
+
+void mutex_init(dpm_mutex_t *m);
+void mutex_lock_contended(dpm_mutex_t *m);
+/* Adds m's figures into out (read racily: stats, not synchronisation). */
+void mutex_stats_add(const dpm_mutex_t *m, mutex_stats_t *out);
+
+DPM_INLINE void mutex_lock(dpm_mutex_t *m)
+{
+    if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
+        mutex_lock_contended(m);
+    m->n_acquired++;
+}
+
+DPM_INLINE void mutex_unlock(dpm_mutex_t *m) { pthread_mutex_unlock(&m->lock); }
+
+#endif

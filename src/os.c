@@ -1,0 +1,119 @@
+/*
+ * os.c - kernel memory calls (see os.h). Every range handed in here is a
+ * multiple of dpmalloc's 4 KiB page; where the kernel's page is larger
+ * (aarch64 with 16/64 KiB pages) purges shrink to whole kernel pages.
+ */
+#include "os.h"
+#include "util.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t kernel_page;
+
+size_t os_page_size(void)
+{
+    if (unlikely(kernel_page == 0)) {
+        long p = sysconf(_SC_PAGESIZE);
+        kernel_page = p > 0 ? (size_t)p : PAGE;
+    }
+    return kernel_page;
+}
+
+void *os_map_aligned(size_t size, size_t align)
+{
+    size_t span = size + align - PAGE;
+    if (span < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    uintptr_t start = (uintptr_t)raw;
+    uintptr_t aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = aligned - start;
+    size_t tail = span - head - size;
+    if (head != 0)
+        munmap(raw, head);
+    if (tail != 0)
+        munmap((void *)(aligned + size), tail);
+    return (void *)aligned;
+}
+
+void os_unmap(void *addr, size_t size)
+{
+    munmap(addr, size);
+}
+
+/* Shrink [addr, addr+size) to whole kernel pages; false if none remain. */
+static bool kernel_pages_within(void **addr, size_t *size)
+{
+    size_t kp = os_page_size();
+    uintptr_t lo = ((uintptr_t)*addr + kp - 1) & ~(uintptr_t)(kp - 1);
+    uintptr_t hi = ((uintptr_t)*addr + *size) & ~(uintptr_t)(kp - 1);
+    if (hi <= lo)
+        return false;
+    *addr = (void *)lo;
+    *size = hi - lo;
+    return true;
+}
+
+static int lazy_purge_works = 1;
+
+bool os_purge_lazy(void *addr, size_t size)
+{
+#ifdef MADV_FREE
+    if (lazy_purge_works) {
+        void *a = addr;
+        size_t n = size;
+        if (!kernel_pages_within(&a, &n))
+            return false;
+        if (madvise(a, n, MADV_FREE) == 0)
+            return false;
+        lazy_purge_works = 0;
+    }
+#endif
+    os_purge_now(addr, size);
+    return true;
+}
+
+void os_purge_now(void *addr, size_t size)
+{
+    if (kernel_pages_within(&addr, &size))
+        madvise(addr, size, MADV_DONTNEED);
+}
+
+unsigned os_ncpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return (unsigned)n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+uint64_t os_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void os_hint_hugepage(void *addr, size_t size, bool want)
+{
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    madvise(addr, size, want ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+    (void)addr, (void)size, (void)want;
+#endif
+}

@@ -1,0 +1,113 @@
+/*
+ * override.c - the libc allocation family, exported when dpmalloc is
+ * preloaded or linked (DPM_OVERRIDE_LIBC). Every entry point is here:
+ * a block from any of them may reach any other, so none may be left to
+ * glibc (a pvalloc'd glibc block handed to our free would be a crash).
+ * Semantics follow glibc's documentation, including its edge cases.
+ */
+#include "alloc.h"
+#include "arena.h"
+#include "os.h"
+
+#include <dpmalloc.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+
+#if DPM_OVERRIDE_LIBC
+
+/* C23 names that glibc 2.36 does not declare yet. */
+void free_sized(void *p, size_t size);
+void free_aligned_sized(void *p, size_t align, size_t size);
+
+/* Symbols the compiler treats specially must keep their plain names. */
+#define LIBC_ENTRY DPM_EXPORT
+
+LIBC_ENTRY void *malloc(size_t size) { return alloc_fast(size); }
+LIBC_ENTRY void free(void *p) { free_fast(p, "free"); }
+LIBC_ENTRY void *calloc(size_t n, size_t size) { return calloc_impl(n, size); }
+LIBC_ENTRY void *realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
+
+LIBC_ENTRY void *reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc_impl(p, total, "reallocarray");
+}
+
+LIBC_ENTRY int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (!is_pow2(align) || align % sizeof(void *) != 0 || align > DPM_MAX_ALIGN)
+        return EINVAL;
+    int saved = errno;
+    void *p = aligned_at_impl(size, align, 0, false);
+    if (p == NULL) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+LIBC_ENTRY void *aligned_alloc(size_t align, size_t size)
+{
+    if (!is_pow2(align) || align > DPM_MAX_ALIGN) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return aligned_at_impl(size, align, 0, false);
+}
+
+/* glibc's memalign rounds a non-power-of-two alignment up. */
+LIBC_ENTRY void *memalign(size_t align, size_t size)
+{
+    if (align > DPM_MAX_ALIGN) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!is_pow2(align))
+        align = align == 0 ? 1 : (size_t)1 << lg_ceil(align);
+    return aligned_at_impl(size, align, 0, false);
+}
+
+LIBC_ENTRY void *valloc(size_t size) { return aligned_at_impl(size, os_page_size(), 0, false); }
+
+LIBC_ENTRY void *pvalloc(size_t size)
+{
+    size_t page = os_page_size();
+    size_t rounded = round_up(size == 0 ? 1 : size, page);
+    if (rounded < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return aligned_at_impl(rounded, page, 0, false);
+}
+
+LIBC_ENTRY size_t malloc_usable_size(void *p) { return usable_size_impl(p, "malloc_usable_size"); }
+LIBC_ENTRY void free_sized(void *p, size_t size)
+{
+    (void)size;
+    free_fast(p, "free_sized");
+}
+LIBC_ENTRY void free_aligned_sized(void *p, size_t align, size_t size)
+{
+    (void)align, (void)size;
+    free_fast(p, "free_aligned_sized");
+}
+
+/* Returns every arena's free pages to the OS now; 1 as glibc does when
+ * memory was released. */
+LIBC_ENTRY int malloc_trim(size_t pad)
+{
+    (void)pad;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (arenas[i] != NULL)
+            arena_purge_all(arenas[i]);
+    return 1;
+}
+
+#endif

@@ -1,0 +1,483 @@
+/*
+ * pages.c - page-run allocator (see pages.h). All functions run under the
+ * owning arena's lock, except the radix writes, which take a global lock
+ * because leaves are shared between arenas.
+ */
+#include "pages.h"
+#include "error.h"
+#include "mutex.h"
+#include "os.h"
+
+#include <errno.h>
+
+static dpm_mutex_t radix_write_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+
+void ph_init(page_heap_t *ph, struct arena *arena)
+{
+    *ph = (page_heap_t){0};
+    ph->arena = arena;
+    for (int s = 0; s < RUN_NSTATES; s++)
+        runs_init(&ph->free_runs[s]);
+    pool_init(&ph->spans, sizeof(span_t));
+}
+
+/* ---- page map ---------------------------------------------------------- */
+
+static void map_page(segment_t *seg, uintptr_t addr, span_t *s) { seg->pagemap[seg_page_index(seg, addr)] = s; }
+
+static void map_ends(span_t *s)
+{
+    map_page(s->seg, s->start, s);
+    map_page(s->seg, span_end(s) - PAGE, s);
+}
+
+void ph_map_all_pages(span_t *s)
+{
+    for (size_t i = 0; i < s->npages; i++)
+        map_page(s->seg, s->start + (i << LG_PAGE), s);
+}
+
+void ph_unmap_inner_pages(span_t *s)
+{
+    for (size_t i = 1; i + 1 < s->npages; i++)
+        map_page(s->seg, s->start + (i << LG_PAGE), NULL);
+}
+
+/* ---- lists ------------------------------------------------------------- */
+
+static void lru_append(span_list_t *l, span_t *s)
+{
+    s->lru_next = NULL;
+    s->lru_prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->lru_next = s;
+    else
+        l->head = s;
+    l->tail = s;
+}
+
+static void lru_unlink(span_list_t *l, span_t *s)
+{
+    if (s->lru_prev != NULL)
+        s->lru_prev->lru_next = s->lru_next;
+    else
+        l->head = s->lru_next;
+    if (s->lru_next != NULL)
+        s->lru_next->lru_prev = s->lru_prev;
+    else
+        l->tail = s->lru_prev;
+    s->lru_next = s->lru_prev = NULL;
+}
+
+/* A free run enters or leaves both its index and (dirty/muzzy) its LRU. */
+static void run_file(page_heap_t *ph, span_t *r)
+{
+    runs_insert(&ph->free_runs[r->state], r);
+    if (r->state != RUN_CLEAN)
+        lru_append(&ph->lru[r->state], r);
+}
+
+static void run_unfile(page_heap_t *ph, span_t *r)
+{
+    runs_remove(&ph->free_runs[r->state], r);
+    if (r->state != RUN_CLEAN)
+        lru_unlink(&ph->lru[r->state], r);
+}
+
+static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t npages)
+{
+    span_t *s = pool_get(&ph->spans);
+    if (s == NULL)
+        return NULL;
+    s->seg = seg;
+    s->arena = ph->arena;
+    s->start = start;
+    s->npages = npages;
+    s->tcache_class = TC_NONE;
+    return s;
+}
+
+/* ---- segments ---------------------------------------------------------- */
+
+static size_t header_pages(size_t npages) { return pages_of(sizeof(segment_t) + npages * sizeof(span_t *)); }
+
+static size_t segment_size_for(size_t usable_pages)
+{
+    size_t size = round_up((usable_pages + header_pages(usable_pages) + 1) << LG_PAGE, SEG_UNIT);
+    return size < usable_pages ? 0 : size;   /* 0 on overflow */
+}
+
+static void segment_link(page_heap_t *ph, segment_t *seg)
+{
+    seg->prev = NULL;
+    seg->next = ph->segments;
+    if (ph->segments != NULL)
+        ph->segments->prev = seg;
+    ph->segments = seg;
+    ph->nsegments++;
+    ph->mapped_bytes += seg->size;
+    ph->nsegments_mapped++;
+}
+
+static void segment_unlink(page_heap_t *ph, segment_t *seg)
+{
+    if (seg->prev != NULL)
+        seg->prev->next = seg->next;
+    else
+        ph->segments = seg->next;
+    if (seg->next != NULL)
+        seg->next->prev = seg->prev;
+    ph->nsegments--;
+    ph->mapped_bytes -= seg->size;
+    ph->nsegments_unmapped++;
+}
+
+static bool radix_publish(segment_t *seg, segment_t *value)
+{
+    mutex_lock(&radix_write_lock);
+    bool ok = radix_set_range(seg->base, seg->size, value);
+    if (!ok)
+        radix_set_range(seg->base, seg->size, NULL);
+    mutex_unlock(&radix_write_lock);
+    return ok;
+}
+
+/* A new segment with one clean free run of at least usable_pages pages. */
+static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
+{
+    size_t size = segment_size_for(usable_pages);
+    if (size == 0)
+        return NULL;
+    segment_t *seg = os_map_aligned(size, SEG_UNIT);
+    if (seg == NULL)
+        return NULL;
+    seg->base = (uintptr_t)seg;
+    seg->size = size;
+    seg->npages = size >> LG_PAGE;
+    seg->first_page = header_pages(seg->npages);
+    seg->arena = ph->arena;
+    size_t npages = seg->npages - seg->first_page;
+    span_t *run = span_new(ph, seg, seg->base + (seg->first_page << LG_PAGE), npages);
+    if (run == NULL || !radix_publish(seg, seg)) {
+        if (run != NULL)
+            pool_put(&ph->spans, run);
+        os_unmap(seg, size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    seg->free_pages = npages;
+    run->kind = SPAN_FREE;
+    run->state = RUN_CLEAN;
+    map_ends(run);
+    run_file(ph, run);
+    segment_link(ph, seg);
+    return run;
+}
+
+static void segment_release(page_heap_t *ph, segment_t *seg, span_t *only_run)
+{
+    run_unfile(ph, only_run);
+    pool_put(&ph->spans, only_run);
+    segment_unlink(ph, seg);
+    radix_publish(seg, NULL);
+    os_unmap(seg, seg->size);
+}
+
+static bool run_fills_segment(const span_t *r) { return r->npages == r->seg->npages - r->seg->first_page; }
+
+/* ---- coalescing -------------------------------------------------------- */
+
+static uint64_t blend_time(const span_t *a, const span_t *b)
+{
+    __uint128_t w = (__uint128_t)a->freed_at_ns * a->npages + (__uint128_t)b->freed_at_ns * b->npages;
+    return (uint64_t)(w / (a->npages + b->npages));
+}
+
+static span_t *free_neighbour(span_t *r, uintptr_t addr)
+{
+    segment_t *seg = r->seg;
+    if (addr < seg->base + (seg->first_page << LG_PAGE) || addr >= seg->base + seg->size)
+        return NULL;
+    span_t *n = seg->pagemap[seg_page_index(seg, addr)];
+    if (n == NULL || n->kind != SPAN_FREE || n->state != r->state)
+        return NULL;
+    return n;
+}
+
+/* r is free, not filed; absorbs free neighbours of its state, then is filed. */
+static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
+{
+    span_t *left = free_neighbour(r, r->start - PAGE);
+    if (left != NULL) {
+        run_unfile(ph, left);
+        map_page(r->seg, r->start - PAGE, NULL);
+        map_page(r->seg, r->start, NULL);
+        r->freed_at_ns = blend_time(r, left);
+        r->start = left->start;
+        r->npages += left->npages;
+        pool_put(&ph->spans, left);
+    }
+    span_t *right = free_neighbour(r, span_end(r));
+    if (right != NULL) {
+        run_unfile(ph, right);
+        map_page(r->seg, span_end(r) - PAGE, NULL);
+        map_page(r->seg, right->start, NULL);
+        r->freed_at_ns = blend_time(r, right);
+        r->npages += right->npages;
+        pool_put(&ph->spans, right);
+    }
+    map_ends(r);
+    run_file(ph, r);
+    return r;
+}
+
+/* ---- allocation -------------------------------------------------------- */
+
+static span_t *find_run(page_heap_t *ph, size_t need)
+{
+    for (int st = RUN_DIRTY; st < RUN_NSTATES; st++) {
+        span_t *r = runs_find(&ph->free_runs[st], need);
+        if (r != NULL)
+            return r;
+    }
+    return NULL;
+}
+
+/* Splits [from, from+npages) off free run r as a new free run of r's state. */
+static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uintptr_t from, size_t npages)
+{
+    piece->start = from;
+    piece->npages = npages;
+    piece->kind = SPAN_FREE;
+    piece->state = r->state;
+    piece->freed_at_ns = r->freed_at_ns;
+    map_ends(piece);
+    run_file(ph, piece);
+}
+
+span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
+{
+    size_t slack = req->align > PAGE ? (req->align >> LG_PAGE) - 1 : 0;
+    size_t need = req->npages + slack;
+    if (need < req->npages) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    span_t *head = pool_get(&ph->spans);
+    span_t *tail = pool_get(&ph->spans);
+    span_t *r = head && tail ? find_run(ph, need) : NULL;
+    if (r == NULL && head && tail)
+        r = segment_create(ph, need);
+    if (r == NULL) {
+        if (head)
+            pool_put(&ph->spans, head);
+        if (tail)
+            pool_put(&ph->spans, tail);
+        errno = ENOMEM;
+        return NULL;
+    }
+    run_unfile(ph, r);
+    uintptr_t start = r->start + ((req->phase - r->start) & (req->align - 1));
+    size_t head_pages = (start - r->start) >> LG_PAGE;
+    size_t tail_pages = r->npages - head_pages - req->npages;
+    *head = (span_t){.seg = r->seg, .arena = ph->arena, .tcache_class = TC_NONE};
+    *tail = *head;
+    if (head_pages != 0)
+        split_off_free(ph, head, r, r->start, head_pages);
+    else
+        pool_put(&ph->spans, head);
+    if (tail_pages != 0)
+        split_off_free(ph, tail, r, start + (req->npages << LG_PAGE), tail_pages);
+    else
+        pool_put(&ph->spans, tail);
+    *zeroed = r->state == RUN_CLEAN;
+    segment_t *seg = r->seg;
+    *r = (span_t){.seg = seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_LARGE,
+                  .start = start, .npages = req->npages};
+    map_ends(r);
+    seg->free_pages -= req->npages;
+    ph->active_pages += req->npages;
+    return r;
+}
+
+void ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
+{
+    s->seg->free_pages += s->npages;
+    ph->active_pages -= s->npages;
+    segment_t *seg = s->seg;
+    uintptr_t start = s->start;
+    size_t npages = s->npages;
+    *s = (span_t){.seg = seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_FREE,
+                  .state = RUN_DIRTY, .start = start, .npages = npages, .freed_at_ns = now_ns};
+    coalesce_and_file(ph, s);
+}
+
+bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
+{
+    size_t extra = npages - s->npages;
+    uintptr_t end = span_end(s);
+    segment_t *seg = s->seg;
+    if (end >= seg->base + seg->size)
+        return false;
+    span_t *next = seg->pagemap[seg_page_index(seg, end)];
+    if (next == NULL || next->kind != SPAN_FREE || next->npages < extra)
+        return false;
+    run_unfile(ph, next);
+    if (s->npages > 1)
+        map_page(seg, end - PAGE, NULL);
+    map_page(seg, end, NULL);
+    if (next->npages > extra) {
+        next->start += extra << LG_PAGE;
+        next->npages -= extra;
+        map_ends(next);
+        run_file(ph, next);
+    } else {
+        pool_put(&ph->spans, next);
+    }
+    s->npages = npages;
+    s->usable += extra << LG_PAGE;
+    map_ends(s);
+    seg->free_pages -= extra;
+    ph->active_pages += extra;
+    return true;
+}
+
+void ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
+{
+    size_t cut = s->npages - npages;
+    if (cut == 0)
+        return;
+    span_t *t = pool_get(&ph->spans);
+    if (t == NULL)
+        return;
+    if (s->npages > 1)
+        map_page(s->seg, span_end(s) - PAGE, NULL);
+    s->npages = npages;
+    s->usable -= cut << LG_PAGE;
+    map_ends(s);
+    *t = (span_t){.seg = s->seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_FREE,
+                  .state = RUN_DIRTY, .start = span_end(s), .npages = cut, .freed_at_ns = now_ns};
+    s->seg->free_pages += cut;
+    ph->active_pages -= cut;
+    coalesce_and_file(ph, t);
+}
+
+/* ---- decay ------------------------------------------------------------- */
+
+static bool old_enough(const span_t *r, uint64_t now_ns, int64_t ms)
+{
+    return now_ns >= r->freed_at_ns && now_ns - r->freed_at_ns >= (uint64_t)ms * 1000000u;
+}
+
+static void purge_run(page_heap_t *ph, span_t *r, enum run_state to, uint64_t now_ns)
+{
+    run_unfile(ph, r);
+    bool now_zero = true;
+    if (to == RUN_MUZZY)
+        now_zero = os_purge_lazy((void *)r->start, span_bytes(r));
+    else
+        os_purge_now((void *)r->start, span_bytes(r));
+    if (now_zero) {
+        to = RUN_CLEAN;
+        ph->npurged_now += r->npages;
+    } else {
+        ph->npurged_lazy += r->npages;
+    }
+    r->state = (uint8_t)to;
+    r->freed_at_ns = now_ns;
+    r = coalesce_and_file(ph, r);
+    if (to == RUN_CLEAN && run_fills_segment(r))
+        segment_release(ph, r->seg, r);
+}
+
+size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms)
+{
+    size_t purged = 0;
+    ph->npurge_passes++;
+    span_t *r;
+    while (dirty_ms >= 0 && (r = ph->lru[RUN_DIRTY].head) != NULL && old_enough(r, now_ns, dirty_ms)) {
+        purged += r->npages;
+        purge_run(ph, r, muzzy_ms == 0 ? RUN_CLEAN : RUN_MUZZY, now_ns);
+    }
+    while (muzzy_ms >= 0 && (r = ph->lru[RUN_MUZZY].head) != NULL && old_enough(r, now_ns, muzzy_ms)) {
+        purged += r->npages;
+        purge_run(ph, r, RUN_CLEAN, now_ns);
+    }
+    return purged;
+}
+
+size_t ph_free_pages(const page_heap_t *ph, enum run_state state) { return ph->free_runs[state].npages; }
+
+/* ---- invariant check --------------------------------------------------- */
+
+static bool check_fail(const char *rule)
+{
+    dpm_warn3("page heap check failed: ", rule, NULL);
+    return false;
+}
+
+static bool check_span_mapping(const segment_t *seg, const span_t *s)
+{
+    size_t first = seg_page_index(seg, s->start);
+    for (size_t i = 0; i < s->npages; i++) {
+        const span_t *e = seg->pagemap[first + i];
+        bool end_page = i == 0 || i + 1 == s->npages;
+        if (s->kind == SPAN_SLAB || end_page ? e != s : e != NULL)
+            return check_fail("page map entry breaks the mapping rule");
+    }
+    return true;
+}
+
+static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *active)
+{
+    size_t free_pages = 0;
+    const span_t *prev = NULL;
+    for (size_t i = seg->first_page; i < seg->npages;) {
+        const span_t *s = seg->pagemap[i];
+        if (s == NULL || s->start != seg->base + (i << LG_PAGE) || s->seg != seg || s->npages == 0)
+            return check_fail("spans do not tile the segment");
+        if (!check_span_mapping(seg, s))
+            return false;
+        if (s->kind == SPAN_FREE) {
+            free_pages += s->npages;
+            if (prev != NULL && prev->kind == SPAN_FREE && prev->state == s->state)
+                return check_fail("two free runs of one state left uncoalesced");
+        } else if (s->kind == SPAN_SLAB || s->kind == SPAN_LARGE) {
+            *active += s->npages;
+        } else {
+            return check_fail("span of unknown kind");
+        }
+        if (s->arena != ph->arena)
+            return check_fail("span of another arena");
+        prev = s;
+        i += s->npages;
+    }
+    if (free_pages != seg->free_pages)
+        return check_fail("segment free-page count is wrong");
+    return true;
+}
+
+bool ph_check(page_heap_t *ph)
+{
+    for (int st = 0; st < RUN_NSTATES; st++)
+        if (!runs_check(&ph->free_runs[st], (uint8_t)st))
+            return false;
+    size_t active = 0, n = 0;
+    for (const segment_t *seg = ph->segments; seg != NULL; seg = seg->next, n++) {
+        if (radix_lookup(seg->base) != seg || radix_lookup(seg->base + seg->size - 1) != seg)
+            return check_fail("segment missing from the address map");
+        if (!check_segment(ph, seg, &active))
+            return false;
+    }
+    if (n != ph->nsegments)
+        return check_fail("segment count is wrong");
+    if (active != ph->active_pages)
+        return check_fail("active page count is wrong");
+    return true;
+}
+
+/* ---- fork -------------------------------------------------------------- */
+
+void pages_prefork(void) { mutex_lock(&radix_write_lock); }
+void pages_postfork_parent(void) { mutex_unlock(&radix_write_lock); }
+void pages_postfork_child(void) { mutex_init(&radix_write_lock); }

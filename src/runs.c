@@ -1,0 +1,140 @@
+/*
+ * runs.c - TLSF index of free runs (see runs.h).
+ *
+ * Mapping: a length n < 8 pages lives at (0, n); otherwise at
+ * (lg(n) - 2, the three bits below the top bit of n). So every list holds
+ * lengths within 1/8 of each other, and rounding a request up by that
+ * slice width makes any member of the target list big enough.
+ */
+#include "runs.h"
+#include "error.h"
+
+typedef struct slot {
+    unsigned fl, sl;
+} slot_t;
+
+static slot_t slot_of_length(size_t n)
+{
+    slot_t s;
+    if (n < RUNS_NSL) {
+        s.fl = 0;
+        s.sl = (unsigned)n;
+        return s;
+    }
+    unsigned lg = lg_floor(n);
+    s.fl = lg - (RUNS_LG_SL - 1);
+    s.sl = (unsigned)(n >> (lg - RUNS_LG_SL)) - RUNS_NSL;
+    return s;
+}
+
+/* The first slot whose every member is at least n pages long. */
+static slot_t slot_for_request(size_t n)
+{
+    if (n >= RUNS_NSL)
+        n += ((size_t)1 << (lg_floor(n) - RUNS_LG_SL)) - 1;
+    return slot_of_length(n);
+}
+
+void runs_init(run_index_t *ix)
+{
+    *ix = (run_index_t){0};
+}
+
+void runs_insert(run_index_t *ix, span_t *run)
+{
+    slot_t s = slot_of_length(run->npages);
+    span_t **head = &ix->heads[s.fl][s.sl];
+    run->prev = NULL;
+    run->next = *head;
+    if (*head != NULL)
+        (*head)->prev = run;
+    *head = run;
+    ix->sl_bits[s.fl] |= (uint8_t)(1u << s.sl);
+    ix->fl_bits |= (uint64_t)1 << s.fl;
+    ix->nruns++;
+    ix->npages += run->npages;
+}
+
+void runs_remove(run_index_t *ix, span_t *run)
+{
+    slot_t s = slot_of_length(run->npages);
+    span_t **head = &ix->heads[s.fl][s.sl];
+    if (run->prev != NULL)
+        run->prev->next = run->next;
+    else
+        *head = run->next;
+    if (run->next != NULL)
+        run->next->prev = run->prev;
+    run->next = run->prev = NULL;
+    if (*head == NULL) {
+        ix->sl_bits[s.fl] &= (uint8_t) ~(1u << s.sl);
+        if (ix->sl_bits[s.fl] == 0)
+            ix->fl_bits &= ~((uint64_t)1 << s.fl);
+    }
+    ix->nruns--;
+    ix->npages -= run->npages;
+}
+
+span_t *runs_find(run_index_t *ix, size_t npages)
+{
+    slot_t s = slot_for_request(npages);
+    if (s.fl >= RUNS_NFL)
+        return NULL;
+    unsigned sl_map = ix->sl_bits[s.fl] & (~0u << s.sl);
+    if (sl_map == 0) {
+        uint64_t fl_map = s.fl + 1 < 64 ? ix->fl_bits & (~(uint64_t)0 << (s.fl + 1)) : 0;
+        if (fl_map == 0)
+            return NULL;
+        s.fl = ctz64(fl_map);
+        sl_map = ix->sl_bits[s.fl];
+    }
+    s.sl = (unsigned)__builtin_ctz(sl_map);
+    span_t *run = ix->heads[s.fl][s.sl];
+    dpm_assert(run != NULL && run->npages >= npages);
+    return run;
+}
+
+size_t runs_list_length(const run_index_t *ix, size_t npages)
+{
+    slot_t s = slot_of_length(npages);
+    size_t n = 0;
+    for (const span_t *r = ix->heads[s.fl][s.sl]; r != NULL; r = r->next)
+        n++;
+    return n;
+}
+
+static bool fail(const char *rule)
+{
+    dpm_warn3("run index check failed: ", rule, NULL);
+    return false;
+}
+
+bool runs_check(const run_index_t *ix, uint8_t state)
+{
+    size_t nruns = 0, npages = 0;
+    for (unsigned fl = 0; fl < RUNS_NFL; fl++) {
+        bool fl_set = (ix->fl_bits >> fl) & 1;
+        if (fl_set != (ix->sl_bits[fl] != 0))
+            return fail("first-level bit disagrees with second-level bits");
+        for (unsigned sl = 0; sl < RUNS_NSL; sl++) {
+            const span_t *head = ix->heads[fl][sl];
+            if (((ix->sl_bits[fl] >> sl) & 1) != (head != NULL))
+                return fail("second-level bit disagrees with list");
+            const span_t *prev = NULL;
+            for (const span_t *r = head; r != NULL; prev = r, r = r->next) {
+                slot_t s = slot_of_length(r->npages);
+                if (s.fl != fl || s.sl != sl)
+                    return fail("run filed under the wrong length");
+                if (r->prev != prev)
+                    return fail("broken back link");
+                if (r->kind != SPAN_FREE || r->state != state)
+                    return fail("run in index is not free in this state");
+                nruns++;
+                npages += r->npages;
+            }
+        }
+    }
+    if (nruns != ix->nruns || npages != ix->npages)
+        return fail("totals disagree with lists");
+    return true;
+}

@@ -1,0 +1,40 @@
+/*
+ * runs.h - the free-run index: TLSF-style segregated fit over run lengths
+ * in pages. Lengths map to (first level = power of two, second level = one
+ * of 8 slices); two bitmaps say which lists are non-empty. A search rounds
+ * the request up to the next slice boundary, so the head of the first
+ * non-empty list at or above it always fits: O(1), no list is ever scanned
+ * (seed 000: rte_malloc's scan of split-off tails made each 4 KiB aligned
+ * call cost up to 253 us).
+ *
+ * Owns: membership of free runs in lists. Touches: span links only.
+ */
+#ifndef DPM_RUNS_H
+#define DPM_RUNS_H
+
+#include "span.h"
+
+#define RUNS_LG_SL 3
+#define RUNS_NSL (1u << RUNS_LG_SL)
+#define RUNS_NFL 48
+
+typedef struct run_index {
+    uint64_t fl_bits;
+    uint8_t sl_bits[RUNS_NFL];
+    span_t *heads[RUNS_NFL][RUNS_NSL];
+    size_t nruns;
+    size_t npages;
+} run_index_t;
+
+void runs_init(run_index_t *ix);
+void runs_insert(run_index_t *ix, span_t *run);
+void runs_remove(run_index_t *ix, span_t *run);
+/* A run of at least npages pages, or NULL. The run stays in the index. */
+span_t *runs_find(run_index_t *ix, size_t npages);
+/* Walks everything; returns false (and names the broken rule on stderr)
+ * if an invariant fails. For tests and debug builds. */
+bool runs_check(const run_index_t *ix, uint8_t state);
+/* Number of runs in the list of the (fl, sl) slot holding length npages. */
+size_t runs_list_length(const run_index_t *ix, size_t npages);
+
+#endif

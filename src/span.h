@@ -1,0 +1,99 @@
+/*
+ * span.h - the two descriptors of the page layer.
+ *
+ * A segment is one OS mapping (a multiple of 4 MiB, 4 MiB aligned) owned by
+ * one arena. Its first pages hold its header and its page map: one span
+ * pointer per 4 KiB page. A span describes a run of pages that is either
+ * free (in a run index), a slab of small objects, or one large block.
+ *
+ * Page-map invariant (what makes frees of bad pointers safe to check):
+ * every non-NULL entry points to the span that currently covers that page.
+ * Slabs map all their pages; large blocks and free runs map their first and
+ * last page only; every other entry is NULL.
+ *
+ * Owns: the layouts and the pointer -> span lookup. Touches: radix.
+ */
+#ifndef DPM_SPAN_H
+#define DPM_SPAN_H
+
+#include "radix.h"
+#include "sizeclass.h"
+
+enum span_kind { SPAN_FREE = 1, SPAN_SLAB = 2, SPAN_LARGE = 3 };
+enum run_state { RUN_DIRTY = 0, RUN_MUZZY = 1, RUN_CLEAN = 2, RUN_NSTATES = 3 };
+#define TC_NONE 255   /* tcache_class of spans whose blocks bypass thread caches */
+
+struct arena;
+struct bin;
+struct segment;
+
+typedef struct span {
+    /* Read by the free fast path; fixed while any block of the span lives. */
+    uintptr_t base;          /* slab: first object; large: the user pointer */
+    uint64_t div_inv;        /* (p - base) -> object index, see span_index_of */
+    uint32_t last_index;     /* slab: objects - 1; large: 0 */
+    uint8_t div_shift;
+    uint8_t tcache_class;    /* class whose thread-cache bin takes the block */
+    uint8_t kind;            /* enum span_kind */
+    uint8_t state;           /* free runs: enum run_state */
+
+    uintptr_t start;         /* first page */
+    size_t npages;
+    struct segment *seg;
+    struct arena *arena;
+    struct span *next, *prev;          /* run-index bin or slab list */
+    struct span *lru_next, *lru_prev;  /* decay order of dirty/muzzy runs */
+    uint64_t freed_at_ns;              /* free runs: when they became dirty/muzzy */
+
+    /* Slabs */
+    struct bin *bin;
+    uint32_t nfree;
+    uint32_t objsize;
+    uint64_t free_bits[SLAB_BITMAP_WORDS];  /* 1 = free object */
+
+    /* Large blocks */
+    size_t usable;           /* bytes from base to the end of the run */
+    uint32_t size_class;
+    uint8_t on_list;         /* slab is on its bin's nonfull list */
+} span_t;
+
+typedef struct segment {
+    uintptr_t base;
+    size_t size;
+    size_t npages;
+    size_t first_page;       /* pages before it hold this header */
+    struct arena *arena;
+    size_t free_pages;
+    struct segment *next, *prev;
+    span_t *pagemap[];
+} segment_t;
+
+DPM_INLINE span_t *span_of(const void *p)
+{
+    segment_t *seg = radix_lookup((uintptr_t)p);
+    if (unlikely(seg == NULL))
+        return NULL;
+    return seg->pagemap[((uintptr_t)p - seg->base) >> LG_PAGE];
+}
+
+DPM_INLINE uint64_t rotate_right(uint64_t x, unsigned n) { return (x >> n) | (x << ((-n) & 63)); }
+
+/* True if p is the start of a live-or-cached block of span s: one multiply,
+ * one rotate, one compare (divisibility by the object size, exact). */
+DPM_INLINE bool span_is_block_start(const span_t *s, uintptr_t p)
+{
+    uint64_t x = (uint64_t)(p - s->base) * s->div_inv;
+    return rotate_right(x, s->div_shift) <= s->last_index;
+}
+
+DPM_INLINE size_t span_index_of(const span_t *s, uintptr_t p)
+{
+    uint64_t x = (uint64_t)(p - s->base) * s->div_inv;
+    return (size_t)rotate_right(x, s->div_shift);
+}
+
+DPM_INLINE size_t span_bytes(const span_t *s) { return s->npages << LG_PAGE; }
+DPM_INLINE uintptr_t span_end(const span_t *s) { return s->start + span_bytes(s); }
+DPM_INLINE size_t seg_page_index(const segment_t *seg, uintptr_t addr) { return (addr - seg->base) >> LG_PAGE; }
+
+#endif

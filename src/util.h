@@ -1,0 +1,48 @@
+/*
+ * util.h - small compiler and bit helpers every room of dpmalloc may use.
+ * Owns: branch hints, cache-line alignment, bit scans, rounding, assertions.
+ * Touches nothing else; includes only libc headers.
+ */
+#ifndef DPM_UTIL_H
+#define DPM_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define DPM_INLINE static inline __attribute__((always_inline))
+#define DPM_NOINLINE __attribute__((noinline))
+#define DPM_COLD __attribute__((cold, noinline))
+#define DPM_EXPORT __attribute__((visibility("default")))
+
+#define CACHELINE 64
+/* Per-thread and per-arena structures carry this so that no two cores ever
+ * write the same line (seed 001: packed per-core counters cost 3.7x IPC). */
+#define CACHE_ALIGNED __attribute__((aligned(CACHELINE)))
+
+#define LG_PAGE 12
+#define PAGE ((size_t)1 << LG_PAGE)
+#define PAGE_MASK (PAGE - 1)
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+DPM_INLINE size_t round_up(size_t x, size_t pow2) { return (x + pow2 - 1) & ~(pow2 - 1); }
+DPM_INLINE size_t round_down(size_t x, size_t pow2) { return x & ~(pow2 - 1); }
+DPM_INLINE bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+DPM_INLINE unsigned lg_floor(size_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+DPM_INLINE unsigned lg_ceil(size_t x) { return x <= 1 ? 0 : lg_floor(x - 1) + 1; }
+DPM_INLINE unsigned ctz64(uint64_t x) { return (unsigned)__builtin_ctzll(x); }
+DPM_INLINE size_t pages_of(size_t bytes) { return (bytes + PAGE_MASK) >> LG_PAGE; }
+
+void dpm_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+#if defined(DPM_DEBUG) && DPM_DEBUG
+#define dpm_assert(e) ((e) ? (void)0 : dpm_assert_fail(#e, __FILE__, __LINE__))
+#else
+#define dpm_assert(e) ((void)0)
+#endif
+/* Checked in every build: conditions whose failure would corrupt memory. */
+#define dpm_check(e) (likely(e) ? (void)0 : dpm_assert_fail(#e, __FILE__, __LINE__))
+
+#endif /* DPM_UTIL_H */
