@@ -28,8 +28,30 @@ tsan:
 	cd build-tsan && ctest --output-on-failure -j2 --timeout 900 -L sanitize
 
 # --- benchmark targets (owned by bench/) ---
+#   make bench        quick run, a few minutes (bench/results/latest-quick)
+#   make bench-full   the whole matrix (bench/results/latest-full)
+#   make bench-docs   full run, written to docs/benchmarks.md + docs/benchmarks/
+#   make bench-deps   apt-get the peers: jemalloc, mimalloc, tcmalloc, DPDK, gnuplot
+#   BENCH_ARGS="--workloads frag,tunnels --backends dpmalloc,jemalloc" narrows a run
+BENCH_DEBS := libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libdpdk-dev pkg-config gnuplot-nox
+.PHONY: bench-smoke bench-docs
 bench: release
-	$(BUILD)/bench/dpmbench --quick
+	$(BUILD)/bench/dpmbench --quick $(BENCH_ARGS)
+
+bench-full: release
+	$(BUILD)/bench/dpmbench --full $(BENCH_ARGS)
+
+bench-smoke: release
+	$(BUILD)/bench/dpmbench --smoke $(BENCH_ARGS)
+
+bench-docs: release
+	$(BUILD)/bench/dpmbench --full --docs docs/benchmarks.md $(BENCH_ARGS)
+
+bench-deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "bench-deps: run as root (apt-get)"; exit 1; fi
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_DEBS)
+	@echo "bench-deps: done; the next make re-runs cmake and finds libdpdk"
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,327 @@
+/*
+ * classic.c - the multi-threaded shapes allocator users know, written from
+ * their published descriptions:
+ *   larson         server threads replace random objects in their slot
+ *                  arrays; each generation of threads hands its objects to
+ *                  the next (frees of blocks another thread allocated);
+ *   prodcons       one thread allocates and passes blocks through a ring,
+ *                  another checks and frees them;
+ *   cache-scratch  passive false sharing: the main thread hands each thread
+ *                  a small block to free, then each thread allocates,
+ *                  writes and frees small blocks;
+ *   cache-thrash   active false sharing: each thread allocates, writes and
+ *                  frees small blocks of its own;
+ *   churn          random sizes through a shared slot array, so blocks are
+ *                  freed by whichever thread finds them.
+ * Every block carries its size and a stamp, checked before it is freed.
+ */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpmbench.h"
+
+/* ---- tagged blocks: size in the first word, stamp after it ----------------- */
+
+#define TAG_MIN 16
+
+static void *tagged_alloc(const struct backend *be, size_t size)
+{
+    char *p = must_alloc(be->alloc(size), size, 8, 0);
+    memcpy(p, &size, sizeof size);
+    stamp_block(p + 8, size - 8, size);
+    return p;
+}
+
+static void tagged_check_free(const struct backend *be, void *p, const char *where)
+{
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    if (size < TAG_MIN || size > ((size_t)1 << 24))
+        fail("%s: block %p has a corrupted size word (%zu)", where, p, size);
+    check_stamp((char *)p + 8, size - 8, size, where);
+    be->free(p);
+}
+
+/* Log-uniform sizes from 16 B to 8 KiB. */
+static size_t random_size(uint64_t *rng, int max_shift)
+{
+    uint64_t r = rng_next(rng);
+    size_t base = (size_t)TAG_MIN << (r % (uint64_t)max_shift);
+    return base + (size_t)((r >> 16) % base);
+}
+
+static double median_mops(struct bench_ctx *ctx, double (*once)(struct bench_ctx *),
+                          const char *case_name)
+{
+    struct samples s = {0};
+    for (int r = 0; r <= ctx->rounds; r++) {
+        emit_progress(ctx, r, ctx->rounds);
+        double v = once(ctx);
+        if (r)
+            samples_add(&s, v);
+    }
+    emit_metric(ctx, case_name, "throughput", "Mops/s", 'H', &s);
+    return samples_median(&s);
+}
+
+/* ---- larson ---------------------------------------------------------------- */
+
+struct larson_arg {
+    struct member m;
+    const struct backend *be;
+    void **slots;
+    int nslots;
+    long replacements;
+    uint64_t rng;
+};
+
+static void larson_body(struct member *m)
+{
+    struct larson_arg *a = (struct larson_arg *)m;
+    for (long i = 0; i < a->replacements; i++) {
+        uint64_t r = rng_next(&a->rng);
+        int k = (int)(r % (uint64_t)a->nslots);
+        if (a->slots[k])
+            tagged_check_free(a->be, a->slots[k], "larson");
+        a->slots[k] = tagged_alloc(a->be, random_size(&a->rng, 6));
+    }
+}
+
+static void free_slots(const struct backend *be, void **slots, int n, const char *where)
+{
+    for (int k = 0; k < n; k++)
+        if (slots[k])
+            tagged_check_free(be, slots[k], where);
+    free(slots);
+}
+
+static double larson_once(struct bench_ctx *ctx)
+{
+    int t = ctx->threads, nslots = scaled(ctx, 4000, 2000, 100);
+    int generations = scaled(ctx, 8, 4, 2);
+    long per_gen = scaled(ctx, 500000, 100000, 2000);
+    struct larson_arg *args = calloc((size_t)t, sizeof *args);
+    void ***arrays = calloc((size_t)t, sizeof *arrays);
+    double wall = 0;
+    if (!args || !arrays)
+        fail("out of memory");
+    for (int i = 0; i < t; i++)
+        if (!(arrays[i] = calloc((size_t)nslots, sizeof(void *))))
+            fail("out of memory");
+    for (int g = 0; g < generations; g++) {
+        /* generation g's thread i takes over the objects of thread i+1 of
+         * generation g-1: its first frees are of blocks another thread made */
+        for (int i = 0; i < t; i++)
+            args[i] = (struct larson_arg){.be = ctx->be, .slots = arrays[(i + g) % t],
+                                          .nslots = nslots, .replacements = per_gen,
+                                          .rng = (uint64_t)(g * t + i + 1)};
+        wall += run_team(&(struct thread_team){t, larson_body, args, sizeof *args});
+    }
+    for (int i = 0; i < t; i++)
+        free_slots(ctx->be, arrays[i], nslots, "larson");
+    free(arrays);
+    free(args);
+    return (double)per_gen * generations * t / wall / 1e6;
+}
+
+int run_larson(struct bench_ctx *ctx)
+{
+    median_mops(ctx, larson_once, "replace 16-1024 B");
+    return 0;
+}
+
+/* ---- prodcons -------------------------------------------------------------- */
+
+#define RING_SIZE 1024
+
+struct ring {
+    _Alignas(64) _Atomic(size_t) head;
+    _Alignas(64) _Atomic(size_t) tail;
+    _Alignas(64) void *slot[RING_SIZE];
+};
+
+struct prodcons_arg {
+    struct member m;
+    const struct backend *be;
+    struct ring *ring;
+    long count;
+};
+
+static void ring_push(struct ring *r, void *p)
+{
+    size_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    while (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= RING_SIZE)
+        ;
+    r->slot[h % RING_SIZE] = p;
+    atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+static void *ring_pop(struct ring *r)
+{
+    size_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    while (atomic_load_explicit(&r->head, memory_order_acquire) == t)
+        ;
+    void *p = r->slot[t % RING_SIZE];
+    atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+    return p;
+}
+
+/* Even members produce, odd members consume from their partner's ring. */
+static void prodcons_body(struct member *m)
+{
+    struct prodcons_arg *a = (struct prodcons_arg *)m;
+    uint64_t rng = (uint64_t)m->index + 7;
+    for (long i = 0; i < a->count; i++) {
+        if (m->index % 2 == 0)
+            ring_push(a->ring, tagged_alloc(a->be, random_size(&rng, 6)));
+        else
+            tagged_check_free(a->be, ring_pop(a->ring), "prodcons");
+    }
+}
+
+static double prodcons_once(struct bench_ctx *ctx)
+{
+    int pairs = ctx->threads / 2 > 0 ? ctx->threads / 2 : 1;
+    long count = scaled(ctx, 4000000, 500000, 5000);
+    struct prodcons_arg *args = calloc((size_t)pairs * 2, sizeof *args);
+    struct ring *rings = aligned_alloc(64, sizeof(struct ring) * (size_t)pairs);
+    if (!args || !rings)
+        fail("out of memory");
+    for (int p = 0; p < pairs; p++) {
+        atomic_init(&rings[p].head, 0);
+        atomic_init(&rings[p].tail, 0);
+        for (int k = 0; k < 2; k++)
+            args[2 * p + k] = (struct prodcons_arg){.be = ctx->be, .ring = &rings[p],
+                                                    .count = count};
+    }
+    double wall = run_team(&(struct thread_team){pairs * 2, prodcons_body, args, sizeof *args});
+    free(rings);
+    free(args);
+    return (double)count * pairs / wall / 1e6;
+}
+
+int run_prodcons(struct bench_ctx *ctx)
+{
+    median_mops(ctx, prodcons_once, "pass 16-1024 B");
+    return 0;
+}
+
+/* ---- cache-scratch and cache-thrash ----------------------------------------- */
+
+struct scratch_arg {
+    struct member m;
+    const struct backend *be;
+    void *handed;        /* freed first (scratch) or NULL (thrash) */
+    long iterations, writes;
+    size_t size;
+};
+
+static void scratch_body(struct member *m)
+{
+    struct scratch_arg *a = (struct scratch_arg *)m;
+    if (a->handed)
+        a->be->free(a->handed);
+    for (long i = 0; i < a->iterations; i++) {
+        volatile unsigned char *p = must_alloc(a->be->alloc(a->size), a->size, 8, 0);
+        for (size_t b = 0; b < a->size; b++)
+            p[b] = 0;
+        for (long w = 0; w < a->writes; w++)
+            for (size_t b = 0; b < a->size; b++)
+                p[b]++;
+        if (p[0] != (unsigned char)a->writes || p[a->size - 1] != (unsigned char)a->writes)
+            fail("cache workload: block %p lost writes", (void *)p);
+        a->be->free((void *)p);
+    }
+}
+
+static double scratch_once(struct bench_ctx *ctx, int hand_over)
+{
+    int t = ctx->threads;
+    long iterations = scaled(ctx, 1000, 500, 20), writes = scaled(ctx, 10000, 2000, 50);
+    struct scratch_arg *args = calloc((size_t)t, sizeof *args);
+    if (!args)
+        fail("out of memory");
+    for (int i = 0; i < t; i++) {
+        args[i] = (struct scratch_arg){.be = ctx->be, .iterations = iterations,
+                                       .writes = writes, .size = 8};
+        if (hand_over)
+            args[i].handed = must_alloc(ctx->be->alloc(8), 8, 8, 0);
+    }
+    for (int i = 0; i < t; i++)
+        if (hand_over)
+            memset(args[i].handed, 0, 8);
+    double wall = run_team(&(struct thread_team){t, scratch_body, args, sizeof *args});
+    free(args);
+    return (double)iterations * writes * t / wall / 1e6;
+}
+
+static double cache_scratch_once(struct bench_ctx *ctx) { return scratch_once(ctx, 1); }
+static double cache_thrash_once(struct bench_ctx *ctx) { return scratch_once(ctx, 0); }
+
+int run_cache_scratch(struct bench_ctx *ctx)
+{
+    median_mops(ctx, cache_scratch_once, "8 B objects");
+    return 0;
+}
+
+int run_cache_thrash(struct bench_ctx *ctx)
+{
+    median_mops(ctx, cache_thrash_once, "8 B objects");
+    return 0;
+}
+
+/* ---- churn ----------------------------------------------------------------- */
+
+struct churn_arg {
+    struct member m;
+    const struct backend *be;
+    _Atomic(void *) *slots;
+    int nslots;
+    long ops;
+};
+
+static void churn_body(struct member *m)
+{
+    struct churn_arg *a = (struct churn_arg *)m;
+    uint64_t rng = (uint64_t)m->index * 977 + 1;
+    for (long i = 0; i < a->ops; i++) {
+        int k = (int)(rng_next(&rng) % (uint64_t)a->nslots);
+        void *old = atomic_exchange(&a->slots[k], NULL);
+        if (old)
+            tagged_check_free(a->be, old, "churn");
+        void *fresh = tagged_alloc(a->be, random_size(&rng, 10));
+        old = atomic_exchange(&a->slots[k], fresh);
+        if (old)
+            tagged_check_free(a->be, old, "churn");
+    }
+}
+
+static double churn_once(struct bench_ctx *ctx)
+{
+    int t = ctx->threads, nslots = 1024 * t;
+    long ops = scaled(ctx, 2000000, 300000, 3000);
+    _Atomic(void *) *slots = calloc((size_t)nslots, sizeof *slots);
+    struct churn_arg *args = calloc((size_t)t, sizeof *args);
+    if (!slots || !args)
+        fail("out of memory");
+    for (int i = 0; i < t; i++)
+        args[i] = (struct churn_arg){.be = ctx->be, .slots = slots, .nslots = nslots, .ops = ops};
+    double wall = run_team(&(struct thread_team){t, churn_body, args, sizeof *args});
+    for (int k = 0; k < nslots; k++) {
+        void *p = atomic_load(&slots[k]);
+        if (p)
+            tagged_check_free(ctx->be, p, "churn");
+    }
+    free(slots);
+    free(args);
+    return (double)ops * t / wall / 1e6;
+}
+
+int run_churn(struct bench_ctx *ctx)
+{
+    median_mops(ctx, churn_once, "16 B-16 KiB shared slots");
+    return 0;
+}

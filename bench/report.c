@@ -1,0 +1,400 @@
+/*
+ * report.c - everything the parent writes: per-workload tables (text on
+ * stdout, Markdown in reports) from one renderer, the summary of ratios,
+ * CSV, JSON and the machine description.
+ */
+#define _GNU_SOURCE
+#include <gnu/libc-version.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "results.h"
+
+static void format_value(double v, char *buf, size_t len)
+{
+    double a = fabs(v);
+    if (a >= 1000 || v == 0)
+        snprintf(buf, len, "%.0f", v);
+    else if (a >= 100)
+        snprintf(buf, len, "%.1f", v);
+    else if (a >= 1)
+        snprintf(buf, len, "%.2f", v);
+    else
+        snprintf(buf, len, "%.3f", v);
+}
+
+/* ---- one table renderer for text and Markdown ------------------------------ */
+
+struct table_style {
+    int markdown;
+};
+
+static void cell(FILE *out, const struct table_style *st, const char *text, int width, int first)
+{
+    if (st->markdown)
+        fprintf(out, "%s %s ", first ? "|" : "", text);
+    else if (first)
+        fprintf(out, "%-*s", width, text);
+    else
+        fprintf(out, " %*s", width, text);
+}
+
+static void end_line(FILE *out, const struct table_style *st)
+{
+    fputs(st->markdown ? "|\n" : "\n", out);
+}
+
+static void header_line(FILE *out, const struct table_style *st, const struct run *run)
+{
+    cell(out, st, "case / metric [unit]", 40, 1);
+    for (int b = 0; b < run->nbe; b++)
+        if (backend_usable(run, b))
+            cell(out, st, run->be[b].name, 11, 0);
+    end_line(out, st);
+    if (!st->markdown)
+        return;
+    fputs("|---", out);
+    for (int b = 0; b < run->nbe; b++)
+        if (backend_usable(run, b))
+            fputs("|--:", out);
+    end_line(out, st);
+}
+
+static void value_cell(FILE *out, const struct table_style *st, const struct workload_result *wr,
+                       const struct metric_row *r, int b)
+{
+    char v[32];
+    if (wr->status[b] == RUN_FAILED)
+        snprintf(v, sizeof v, "FAILED");
+    else if (!r->have[b])
+        snprintf(v, sizeof v, "-");
+    else
+        format_value(r->med[b], v, sizeof v);
+    cell(out, st, v, 11, 0);
+}
+
+static void ratio_line(FILE *out, const struct table_style *st, const struct run *run,
+                       const struct workload_result *wr)
+{
+    cell(out, st, st->markdown ? "**time vs dpmalloc** (geomean)" : "time vs dpmalloc (geomean)",
+         40, 1);
+    for (int b = 0; b < run->nbe; b++) {
+        double ratio;
+        char v[32] = "-";
+        if (!backend_usable(run, b))
+            continue;
+        if (ratio_vs_reference(run, wr, b, &ratio) == 0)
+            snprintf(v, sizeof v, "%.2fx", ratio);
+        cell(out, st, v, 11, 0);
+    }
+    end_line(out, st);
+}
+
+static void notes_lines(FILE *out, const struct table_style *st, const struct run *run,
+                        const struct workload_result *wr)
+{
+    for (int b = 0; b < run->nbe; b++) {
+        if (!backend_usable(run, b))
+            continue;
+        if (wr->status[b] == RUN_FAILED)
+            fprintf(out, "%s%s FAILED: %s\n", st->markdown ? "- " : "  ", run->be[b].name,
+                    wr->why[b]);
+        if (wr->notes[b][0])
+            fprintf(out, "%s%s: %s\n", st->markdown ? "- " : "  ", run->be[b].name,
+                    wr->notes[b]);
+    }
+}
+
+static void render_table(FILE *out, const struct table_style *st, const struct run *run,
+                         const struct workload_result *wr)
+{
+    header_line(out, st, run);
+    for (int i = 0; i < wr->nrows; i++) {
+        const struct metric_row *r = &wr->rows[i];
+        char label[96];
+        snprintf(label, sizeof label, "%s / %s [%s]", r->case_name, r->metric, r->unit);
+        cell(out, st, label, 40, 1);
+        for (int b = 0; b < run->nbe; b++)
+            if (backend_usable(run, b))
+                value_cell(out, st, wr, r, b);
+        end_line(out, st);
+    }
+    ratio_line(out, st, run, wr);
+    if (st->markdown)
+        fputs("\n", out);
+    notes_lines(out, st, run, wr);
+}
+
+void print_workload_table(FILE *out, const struct run *run, const struct workload_result *wr)
+{
+    struct table_style st = {0};
+    fprintf(out, "\n== %s: %s\n", wr->w->name, wr->w->what);
+    render_table(out, &st, run, wr);
+}
+
+static void summary_table(FILE *out, const struct table_style *st, const struct run *run)
+{
+    cell(out, st, "workload", 40, 1);
+    for (int b = 0; b < run->nbe; b++)
+        if (backend_usable(run, b))
+            cell(out, st, run->be[b].name, 11, 0);
+    end_line(out, st);
+    if (st->markdown) {
+        fputs("|---", out);
+        for (int b = 0; b < run->nbe; b++)
+            if (backend_usable(run, b))
+                fputs("|--:", out);
+        end_line(out, st);
+    }
+    for (int i = 0; i < run->nwr; i++) {
+        cell(out, st, run->wr[i].w->name, 40, 1);
+        for (int b = 0; b < run->nbe; b++) {
+            double ratio;
+            char v[32] = "-";
+            if (!backend_usable(run, b))
+                continue;
+            if (run->wr[i].status[b] == RUN_FAILED)
+                snprintf(v, sizeof v, "FAILED");
+            else if (ratio_vs_reference(run, &run->wr[i], b, &ratio) == 0)
+                snprintf(v, sizeof v, "%.2fx", ratio);
+            cell(out, st, v, 11, 0);
+        }
+        end_line(out, st);
+    }
+}
+
+void print_summary(FILE *out, const struct run *run)
+{
+    struct table_style st = {0};
+    fprintf(out, "\n== summary: time relative to dpmalloc, geometric mean of each workload's "
+                 "timed rows (>1 = slower than dpmalloc)\n");
+    summary_table(out, &st, run);
+}
+
+/* ---- machine --------------------------------------------------------------- */
+
+static void cpu_model(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    snprintf(buf, len, "unknown");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (colon && (!strncmp(line, "model name", 10) || !strncmp(line, "CPU part", 8))) {
+            snprintf(buf, len, "%s", colon + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+void describe_machine(FILE *out, int markdown)
+{
+    struct utsname u;
+    char cpu[160];
+    const char *dash = markdown ? "- " : "  ";
+    uname(&u);
+    cpu_model(cpu, sizeof cpu);
+    fprintf(out, "%sCPU: %s, %ld online CPUs (%d usable by this run)\n", dash, cpu,
+            sysconf(_SC_NPROCESSORS_ONLN), allowed_cpu_count());
+    fprintf(out, "%smemory: %.1f GiB; kernel %s %s %s\n", dash,
+            (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30),
+            u.sysname, u.release, u.machine);
+    fprintf(out, "%sglibc %s; compiler %s\n", dash, gnu_get_libc_version(), __VERSION__);
+}
+
+/* ---- CSV ------------------------------------------------------------------- */
+
+int write_csv(const struct run *run, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "workload,case,metric,unit,better,backend,status,median,min,max\n");
+    for (int i = 0; i < run->nwr; i++) {
+        const struct workload_result *wr = &run->wr[i];
+        for (int k = 0; k < wr->nrows; k++)
+            for (int b = 0; b < run->nbe; b++) {
+                const struct metric_row *r = &wr->rows[k];
+                if (!r->have[b])
+                    continue;
+                fprintf(f, "%s,\"%s\",\"%s\",%s,%c,%s,%s,%.6g,%.6g,%.6g\n", wr->w->name,
+                        r->case_name, r->metric, r->unit, r->dir, run->be[b].name,
+                        wr->status[b] == RUN_OK ? "ok" : "failed", r->med[b], r->min[b],
+                        r->max[b]);
+            }
+    }
+    return fclose(f);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static const char *status_name(enum run_status s)
+{
+    return s == RUN_OK ? "ok" : s == RUN_FAILED ? "failed" : s == RUN_UNAVAILABLE ? "unavailable"
+                                                                               : "not run";
+}
+
+static void json_backends(FILE *f, const struct run *run)
+{
+    fprintf(f, "  \"backends\": [\n");
+    for (int b = 0; b < run->nbe; b++) {
+        const struct backend_spec *s = &run->be[b];
+        fprintf(f, "    {\"name\": ");
+        json_string(f, s->name);
+        fprintf(f, ", \"available\": %s, \"preload\": ", s->missing ? "false" : "true");
+        json_string(f, s->preload ? s->preload : "");
+        fprintf(f, ", \"missing\": ");
+        json_string(f, s->missing ? s->missing : "");
+        fprintf(f, "}%s\n", b + 1 < run->nbe ? "," : "");
+    }
+    fprintf(f, "  ],\n");
+}
+
+static void json_row(FILE *f, const struct run *run, const struct metric_row *r, int last)
+{
+    int first = 1;
+    fprintf(f, "        {\"case\": ");
+    json_string(f, r->case_name);
+    fprintf(f, ", \"metric\": ");
+    json_string(f, r->metric);
+    fprintf(f, ", \"unit\": ");
+    json_string(f, r->unit);
+    fprintf(f, ", \"better\": \"%s\", \"values\": {",
+            r->dir == 'L' ? "lower" : r->dir == 'H' ? "higher" : "info");
+    for (int b = 0; b < run->nbe; b++) {
+        if (!r->have[b])
+            continue;
+        fprintf(f, "%s\"%s\": {\"median\": %.6g, \"min\": %.6g, \"max\": %.6g}",
+                first ? "" : ", ", run->be[b].name, r->med[b], r->min[b], r->max[b]);
+        first = 0;
+    }
+    fprintf(f, "}}%s\n", last ? "" : ",");
+}
+
+static void json_workload(FILE *f, const struct run *run, const struct workload_result *wr,
+                          int last)
+{
+    fprintf(f, "    {\"name\": ");
+    json_string(f, wr->w->name);
+    fprintf(f, ", \"description\": ");
+    json_string(f, wr->w->what);
+    fprintf(f, ",\n      \"runs\": {");
+    for (int b = 0; b < run->nbe; b++) {
+        double ratio;
+        fprintf(f, "%s\n        \"%s\": {\"status\": \"%s\", \"seconds\": %.3f, \"ratio_vs_dpmalloc\": ",
+                b ? "," : "", run->be[b].name, status_name(wr->status[b]), wr->seconds[b]);
+        if (ratio_vs_reference(run, wr, b, &ratio) == 0)
+            fprintf(f, "%.4f", ratio);
+        else
+            fprintf(f, "null");
+        fprintf(f, ", \"why\": ");
+        json_string(f, wr->why[b]);
+        fprintf(f, ", \"notes\": ");
+        json_string(f, wr->notes[b]);
+        fprintf(f, "}");
+    }
+    fprintf(f, "},\n      \"results\": [\n");
+    for (int k = 0; k < wr->nrows; k++)
+        json_row(f, run, &wr->rows[k], k + 1 == wr->nrows);
+    fprintf(f, "      ]}%s\n", last ? "" : ",");
+}
+
+int write_json(const struct run *run, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{\n  \"program\": \"dpmbench\",\n  \"format\": 1,\n  \"mode\": \"%s\",\n",
+            mode_name(run->mode));
+    fprintf(f, "  \"started\": \"%s\",\n  \"rounds\": %d,\n  \"threads\": %d,\n", run->started,
+            run->rounds, run->threads);
+    fprintf(f, "  \"ticks_hz\": %.0f,\n  \"command\": ", run->tsc_hz);
+    json_string(f, run->command);
+    fprintf(f, ",\n");
+    json_backends(f, run);
+    fprintf(f, "  \"workloads\": [\n");
+    for (int i = 0; i < run->nwr; i++)
+        json_workload(f, run, &run->wr[i], i + 1 == run->nwr);
+    fprintf(f, "  ]\n}\n");
+    return fclose(f);
+}
+
+/* ---- Markdown report ------------------------------------------------------- */
+
+static const char *const plot_of[][2] = {
+    {"frag", "frag.png"},       {"bulk", "bulk.png"},       {"nobulk", "nobulk.png"},
+    {"realloc", "realloc.png"}, {"threads", "threads.png"}, {"tunnels", "tunnels.png"},
+};
+
+static void markdown_plot(FILE *f, const char *workload, const char *plot_dir)
+{
+    for (size_t i = 0; plot_dir && i < sizeof plot_of / sizeof plot_of[0]; i++)
+        if (!strcmp(plot_of[i][0], workload))
+            fprintf(f, "![%s](%s/%s)\n\n", workload, plot_dir, plot_of[i][1]);
+}
+
+static void markdown_backends(FILE *f, const struct run *run)
+{
+    for (int b = 0; b < run->nbe; b++) {
+        const struct backend_spec *s = &run->be[b];
+        fprintf(f, "- **%s**: %s%s\n", s->name, s->missing ? "not measured, " : "",
+                s->missing  ? s->missing
+                : s->preload ? s->preload
+                : s->kind == BACKEND_NATIVE_DPM ? "dpm_ API, linked statically (dpmalloc_plain)"
+                : s->kind == BACKEND_RTE ? "DPDK rte_malloc, EAL --no-huge -m 2048 --no-pci"
+                                         : "the system's malloc (LD_PRELOAD unset)");
+    }
+}
+
+int write_markdown(const struct run *run, const char *path, const char *plot_dir)
+{
+    struct table_style st = {1};
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "# dpmalloc benchmarks\n\n");
+    fprintf(f, "Generated by `%s` (%s mode) on %s. Each cell is the median of %d rounds after "
+               "a warm-up round; min and max are in `results.json`/`results.csv`. Every "
+               "(workload, allocator) pair ran in a child process of its own; peers were "
+               "loaded with LD_PRELOAD. Ratios compare each allocator with dpmalloc's native "
+               "API in the same run (geometric mean of the timed rows; >1 = slower than "
+               "dpmalloc).\n\n",
+            run->command, mode_name(run->mode), run->started, run->rounds);
+    fprintf(f, "## Machine\n\n");
+    describe_machine(f, 1);
+    fprintf(f, "- %d threads for multi-threaded workloads, ticks at %.3f GHz (calibrated "
+               "against CLOCK_MONOTONIC)\n\n## Allocators\n\n", run->threads, run->tsc_hz / 1e9);
+    markdown_backends(f, run);
+    fprintf(f, "\n## Summary\n\n");
+    summary_table(f, &st, run);
+    if (plot_dir)
+        fprintf(f, "\n![multi-threaded throughput](%s/mt-throughput.png)\n\n"
+                   "![multi-threaded peak RSS](%s/mt-rss.png)\n",
+                plot_dir, plot_dir);
+    for (int i = 0; i < run->nwr; i++) {
+        fprintf(f, "\n## %s\n\n%s.\n\n", run->wr[i].w->name, run->wr[i].w->what);
+        markdown_plot(f, run->wr[i].w->name, plot_dir);
+        render_table(f, &st, run, &run->wr[i]);
+    }
+    return fclose(f);
+}

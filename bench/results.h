@@ -1,0 +1,67 @@
+/*
+ * results.h - what the parent collects from its children and reports:
+ * per workload, rows of (case, metric) with one median/min/max per backend.
+ */
+#ifndef DPMBENCH_RESULTS_H
+#define DPMBENCH_RESULTS_H
+
+#include "dpmbench.h"
+
+enum run_status { RUN_NOT_RUN, RUN_OK, RUN_FAILED, RUN_UNAVAILABLE };
+
+struct metric_row {
+    char case_name[48];
+    char metric[24];
+    char unit[16];
+    char dir;                        /* L, H or - */
+    int have[MAX_BACKENDS];
+    double med[MAX_BACKENDS], min[MAX_BACKENDS], max[MAX_BACKENDS];
+};
+
+struct workload_result {
+    const struct workload *w;
+    struct metric_row *rows;
+    int nrows, cap;
+    enum run_status status[MAX_BACKENDS];
+    char why[MAX_BACKENDS][160];     /* failure reason */
+    char notes[MAX_BACKENDS][600];
+    double seconds[MAX_BACKENDS];
+};
+
+struct run {
+    enum run_mode mode;
+    int rounds, threads;
+    double tsc_hz;
+    char started[32];                /* UTC, ISO 8601 */
+    char outdir[512];
+    char command[512];
+    struct backend_spec be[MAX_BACKENDS];
+    int nbe;
+    struct workload_result *wr;
+    int nwr;
+};
+
+/* results.c */
+struct metric_row *row_for(struct workload_result *wr, const char *case_name,
+                           const char *metric, const char *unit, char dir);
+const struct metric_row *find_row(const struct workload_result *wr, const char *case_name,
+                                  const char *metric);
+int backend_usable(const struct run *run, int b);
+int reference_backend(const struct run *run, const struct workload_result *wr);
+int ratio_vs_reference(const struct run *run, const struct workload_result *wr, int b,
+                       double *ratio);
+const char *mode_name(enum run_mode mode);
+
+/* report.c */
+void print_workload_table(FILE *out, const struct run *run, const struct workload_result *wr);
+void print_summary(FILE *out, const struct run *run);
+int write_csv(const struct run *run, const char *path);
+int write_json(const struct run *run, const char *path);
+int write_markdown(const struct run *run, const char *path, const char *plot_dir_rel);
+void describe_machine(FILE *out, int markdown);
+
+/* plot.c: PNGs via gnuplot; returns the number of plots written */
+int write_plots(const struct run *run, const char *dir);
+int gnuplot_available(void);
+
+#endif
