@@ -71,8 +71,8 @@ void free_slow(void *p, const char *call)
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[s->tcache_class];
-        if (b->ncached < b->ncached_max)
-            b->slots[b->ncached++] = p;
+        if (!tc_bin_full(b))
+            tc_bin_push(b, p);
         else
             tcache_free_full(tc, s->tcache_class, p);
         return;
@@ -154,9 +154,9 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
 {
     tcache_t *tc = tls_tcache;
     tc_bin_t *b = &tc->bins[c];
-    if (c < TC_MAX_CLASSES && b->ncached != 0) {
+    if (!tc_bin_empty(b)) {
         b->nrequests++;
-        void *p = b->slots[--b->ncached];
+        void *p = tc_bin_pop(b);
         if (zero)
             memset(p, 0, size);
         return p;

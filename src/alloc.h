@@ -35,9 +35,9 @@ DPM_INLINE void *alloc_fast(size_t size)
     else
         return alloc_slow(size);
     tc_bin_t *b = &tls_tcache->bins[c];
-    if (likely(b->ncached != 0)) {
+    if (likely(!tc_bin_empty(b))) {
         b->nrequests++;
-        return b->slots[--b->ncached];
+        return tc_bin_pop(b);
     }
     return alloc_slow(size);
 }
@@ -47,8 +47,8 @@ DPM_INLINE void free_fast(void *p, const char *call)
     span_t *s = span_of(p);
     if (likely(s != NULL) && likely(span_is_block_start(s, (uintptr_t)p))) {
         tc_bin_t *b = &tls_tcache->bins[s->tcache_class];
-        if (likely(b->ncached < b->ncached_max)) {
-            b->slots[b->ncached++] = p;
+        if (likely(!tc_bin_full(b))) {
+            tc_bin_push(b, p);
             return;
         }
     }

@@ -132,10 +132,10 @@ static void segment_unlink(page_heap_t *ph, segment_t *seg)
     ph->nsegments_unmapped++;
 }
 
-static bool radix_publish(segment_t *seg, segment_t *value)
+static bool radix_publish(segment_t *seg, span_t **pagemap)
 {
     mutex_lock(&radix_write_lock);
-    bool ok = radix_set_range(seg->base, seg->size, value);
+    bool ok = radix_set_range(seg->base, seg->size, pagemap);
     if (!ok)
         radix_set_range(seg->base, seg->size, NULL);
     mutex_unlock(&radix_write_lock);
@@ -158,7 +158,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     seg->arena = ph->arena;
     size_t npages = seg->npages - seg->first_page;
     span_t *run = span_new(ph, seg, seg->base + (seg->first_page << LG_PAGE), npages);
-    if (run == NULL || !radix_publish(seg, seg)) {
+    if (run == NULL || !radix_publish(seg, seg->pagemap)) {
         if (run != NULL)
             pool_put(&ph->spans, run);
         os_unmap(seg, size);
@@ -464,7 +464,8 @@ bool ph_check(page_heap_t *ph)
             return false;
     size_t active = 0, n = 0;
     for (const segment_t *seg = ph->segments; seg != NULL; seg = seg->next, n++) {
-        if (radix_lookup(seg->base) != seg || radix_lookup(seg->base + seg->size - 1) != seg)
+        if (radix_unit_pagemap(seg->base) != seg->pagemap ||
+            radix_unit_pagemap(seg->base + seg->size - 1) != seg->pagemap + seg->npages - UNIT_PAGES)
             return check_fail("segment missing from the address map");
         if (!check_segment(ph, seg, &active))
             return false;

@@ -6,34 +6,38 @@
 #include "radix.h"
 #include "os.h"
 
-radix_leaf_t *radix_root[(size_t)1 << RADIX_LG_ROOT];
+radix_map_t radix;
 
-static radix_leaf_t *leaf_for(uintptr_t addr)
+static uintptr_t *leaf_for(uintptr_t addr, bool create)
 {
-    radix_leaf_t **slot = &radix_root[addr >> (LG_SEG_UNIT + RADIX_LG_LEAF)];
-    radix_leaf_t *leaf = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (leaf == NULL) {
-        leaf = os_map_aligned(round_up(sizeof(radix_leaf_t), PAGE), PAGE);
-        if (leaf != NULL)
-            __atomic_store_n(slot, leaf, __ATOMIC_RELEASE);
-    }
+    uintptr_t *slot = &radix.root[addr >> (LG_SEG_UNIT + RADIX_LG_LEAF)];
+    uintptr_t off = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (off != 0)
+        return (uintptr_t *)((uintptr_t)radix.empty_leaf + off);
+    if (!create)
+        return NULL;
+    uintptr_t *leaf = os_map_aligned(round_up(RADIX_LEAF_LEN * sizeof(uintptr_t), PAGE), PAGE);
+    if (leaf != NULL)
+        __atomic_store_n(slot, (uintptr_t)leaf - (uintptr_t)radix.empty_leaf, __ATOMIC_RELEASE);
     return leaf;
 }
 
-bool radix_set_range(uintptr_t base, size_t size, struct segment *seg)
+bool radix_set_range(uintptr_t base, size_t size, struct span **pagemap)
 {
     uintptr_t end = base + size;
     if (end < base || (end - 1) >> RADIX_LG_VA)
         return false;
     for (uintptr_t a = base; a < end; a += SEG_UNIT) {
-        radix_leaf_t *leaf = seg ? leaf_for(a) : radix_root[a >> (LG_SEG_UNIT + RADIX_LG_LEAF)];
+        uintptr_t *leaf = leaf_for(a, pagemap != NULL);
         if (leaf == NULL) {
-            if (seg != NULL)
+            if (pagemap != NULL)
                 return false;
             continue;
         }
-        __atomic_store_n(&leaf->unit[(a >> LG_SEG_UNIT) & (((size_t)1 << RADIX_LG_LEAF) - 1)], seg,
-                         __ATOMIC_RELEASE);
+        uintptr_t value = 0;
+        if (pagemap != NULL)
+            value = (uintptr_t)(pagemap + ((a - base) >> LG_PAGE)) - (uintptr_t)radix.empty_unit;
+        __atomic_store_n(&leaf[(a >> LG_SEG_UNIT) & (RADIX_LEAF_LEN - 1)], value, __ATOMIC_RELEASE);
     }
     return true;
 }

@@ -68,13 +68,7 @@ typedef struct segment {
     span_t *pagemap[];
 } segment_t;
 
-DPM_INLINE span_t *span_of(const void *p)
-{
-    segment_t *seg = radix_lookup((uintptr_t)p);
-    if (unlikely(seg == NULL))
-        return NULL;
-    return seg->pagemap[((uintptr_t)p - seg->base) >> LG_PAGE];
-}
+DPM_INLINE span_t *span_of(const void *p) { return radix_span((uintptr_t)p); }
 
 DPM_INLINE uint64_t rotate_right(uint64_t x, unsigned n) { return (x >> n) | (x << ((-n) & 63)); }
 

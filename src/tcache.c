@@ -78,9 +78,13 @@ static void tcache_reset(tcache_t *tc)
     memset(tc->stats, 0, sizeof(tc->stats));
     void **slots = tc->slot_storage;
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        tc->bins[c].slots = slots;
-        tc->bins[c].ncached_max = (uint16_t)nslots_for_class(c);
-        slots += tc->bins[c].ncached_max;
+        tc_bin_t *b = &tc->bins[c];
+        b->slots = slots;
+        b->ncached_max = (uint16_t)nslots_for_class(c);
+        b->head = slots + b->ncached_max;
+        b->empty_lo = (uint16_t)(uintptr_t)b->head;
+        b->full_lo = (uint16_t)(uintptr_t)slots;
+        slots += b->ncached_max;
     }
 }
 
@@ -121,7 +125,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
     b->nrequests++;
-    b->nmisses++;
+    tc->stats[c].nmisses++;
     if (c >= NSMALL) {
         large_request_t req = {.size = sc_size(c), .align = 1};
         return arena_alloc_large(tc->arena, &req);
@@ -137,24 +141,28 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     /* Keep batch[0] for the caller; the rest go on the stack so that the
      * lowest addresses are popped first. */
     for (unsigned i = got; i-- > 1;)
-        b->slots[b->ncached++] = batch[i];
+        tc_bin_push(b, batch[i]);
     return batch[0];
 }
 
-/* Returns the n oldest blocks of bin c to their homes. */
+/* Returns the n oldest blocks of bin c (the bottom of the stack, next to
+ * its empty end) to their homes. */
 static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 {
     tc_bin_t *b = &tc->bins[c];
     if (n == 0)
         return;
+    void **top = b->slots + b->ncached_max;
+    void **oldest = top - n;
     if (c < NSMALL) {
-        bin_flush(b->slots, n);
+        bin_flush(oldest, n);
     } else {
         for (unsigned i = 0; i < n; i++)
-            arena_free_large(span_of(b->slots[i]));
+            arena_free_large(span_of(oldest[i]));
     }
-    memmove(b->slots, b->slots + n, (b->ncached - n) * sizeof(void *));
-    b->ncached = (uint16_t)(b->ncached - n);
+    unsigned keep = (unsigned)(oldest - b->head);
+    memmove(top - keep, b->head, keep * sizeof(void *));
+    b->head = top - keep;
     tc->stats[c].nflushes++;
     tc->stats[c].nflushed_objs += n;
 }
@@ -163,13 +171,13 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p)
 {
     tc_bin_t *b = &tc->bins[c];
     flush_oldest(tc, c, (b->ncached_max + 1) / 2);
-    b->slots[b->ncached++] = p;
+    tc_bin_push(b, p);
 }
 
 void tcache_flush_all(tcache_t *tc)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++)
-        flush_oldest(tc, c, tc->bins[c].ncached);
+        flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
 }
 
 void tcache_thread_exit(void *arg)

@@ -20,19 +20,32 @@
 #define TC_NBINS 256
 #define TC_MAX_CLASSES 72   /* up to the class of 8 MiB (tcache_max limit) */
 
+/* A bin's blocks sit in slots[k .. ncached_max) with head = &slots[k]:
+ * pop is *head++, push is *--head. Empty and full are told by the low 16
+ * bits of head alone (a bin's slots span less than 64 KiB), which keeps
+ * both fast paths to one load and one compare. */
 typedef struct tc_bin {
-    void **slots;
-    uint16_t ncached;
+    void **head;
+    uint16_t empty_lo;       /* low bits of &slots[ncached_max] */
+    uint16_t full_lo;        /* low bits of &slots[0] */
     uint16_t ncached_max;
-    uint16_t low_water;      /* least ncached since the last trim */
-    uint16_t unused;
+    uint16_t low_water;      /* least count since the last trim */
+    void **slots;
     uint64_t nrequests;      /* allocations asked of this bin */
-    uint64_t nmisses;        /* of which went to the slow path */
 } tc_bin_t;
 
 typedef struct tc_bin_stats {
-    uint64_t nfills, nflushes, nflushed_objs;
+    uint64_t nmisses, nfills, nflushes, nflushed_objs;
 } tc_bin_stats_t;
+
+DPM_INLINE bool tc_bin_empty(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->empty_lo; }
+DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
+DPM_INLINE void *tc_bin_pop(tc_bin_t *b) { return *b->head++; }
+DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p) { *--b->head = p; }
+DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b)
+{
+    return b->slots == NULL ? 0 : (unsigned)(b->slots + b->ncached_max - b->head);
+}
 
 typedef struct tcache {
     tc_bin_t bins[TC_NBINS];
