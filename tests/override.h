@@ -15,15 +15,45 @@
 #include <dlfcn.h>
 #include <malloc.h>
 
-/* C23 free_sized / free_aligned_sized are not in glibc 2.36's headers. In
- * the preload build they are weak, resolved from libdpmalloc.so at load. */
+/*
+ * C23 free_sized / free_aligned_sized are not in glibc 2.36. The static
+ * build links dpmalloc's; the preload build looks them up at run time
+ * (a weak reference would be bound to 0 by the linker of a PIE).
+ */
 #ifdef TEST_PRELOAD
-#define TEST_WEAK __attribute__((weak))
+static inline void *test_lookup(const char *name)
+{
+    return dlsym(RTLD_DEFAULT, name);
+}
+static inline void test_free_sized(void *p, size_t size)
+{
+    void (*f)(void *, size_t) = (void (*)(void *, size_t))test_lookup("free_sized");
+    if (!f) {
+        fprintf(stderr, "free_sized is not defined\n");
+        abort();
+    }
+    f(p, size);
+}
+static inline void test_free_aligned_sized(void *p, size_t align, size_t size)
+{
+    void (*f)(void *, size_t, size_t) =
+        (void (*)(void *, size_t, size_t))test_lookup("free_aligned_sized");
+    if (!f) {
+        fprintf(stderr, "free_aligned_sized is not defined\n");
+        abort();
+    }
+    f(p, align, size);
+}
+#define free_sized test_free_sized
+#define free_aligned_sized test_free_aligned_sized
+#define TEST_ADDR_FREE_SIZED test_lookup("free_sized")
+#define TEST_ADDR_FREE_ALIGNED_SIZED test_lookup("free_aligned_sized")
 #else
-#define TEST_WEAK
+void free_sized(void *p, size_t size);
+void free_aligned_sized(void *p, size_t align, size_t size);
+#define TEST_ADDR_FREE_SIZED ((void *)free_sized)
+#define TEST_ADDR_FREE_ALIGNED_SIZED ((void *)free_aligned_sized)
 #endif
-void free_sized(void *p, size_t size) TEST_WEAK;
-void free_aligned_sized(void *p, size_t align, size_t size) TEST_WEAK;
 
 /* Where does the code of function f live? */
 static inline const char *test_object_of(void *f)
@@ -67,8 +97,6 @@ static inline void test_expect_override(void)
     static void *(*volatile pv)(size_t) = pvalloc;
     static size_t (*volatile us)(void *) = malloc_usable_size;
     static void *(*volatile ra)(void *, size_t, size_t) = reallocarray;
-    static void (*volatile fs)(void *, size_t) = free_sized;
-    static void (*volatile fas)(void *, size_t, size_t) = free_aligned_sized;
     test_expect_entry_overridden("malloc", (void *)m);
     test_expect_entry_overridden("free", (void *)f);
     test_expect_entry_overridden("calloc", (void *)c);
@@ -80,8 +108,9 @@ static inline void test_expect_override(void)
     test_expect_entry_overridden("pvalloc", (void *)pv);
     test_expect_entry_overridden("malloc_usable_size", (void *)us);
     test_expect_entry_overridden("reallocarray", (void *)ra);
-    test_expect_entry_overridden("free_sized", (void *)fs);
-    test_expect_entry_overridden("free_aligned_sized", (void *)fas);
+    test_expect_entry_overridden("free_sized", TEST_ADDR_FREE_SIZED);
+    test_expect_entry_overridden("free_aligned_sized",
+                                 TEST_ADDR_FREE_ALIGNED_SIZED);
 #ifdef TEST_PRELOAD
     if (!dlsym(RTLD_DEFAULT, "dpm_malloc"))
         TEST_FAIL("dlsym(RTLD_DEFAULT, \"dpm_malloc\") = NULL: "

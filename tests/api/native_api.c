@@ -235,7 +235,7 @@ TEST(bad_alignment_einval)
 TEST(aligned_at_property)
 {
     uint64_t rng = 12345;
-    enum { NOFF = 6, NSIZE = 3, NLIVE = NOFF * NSIZE * 2 };
+    enum { NOFF = 6, NSIZE = 4, NLIVE = NOFF * NSIZE * 2 };
     for (unsigned lg = 0; lg <= 30; lg++) {
         size_t align = (size_t)1 << lg;
         size_t offs[NOFF] = {0, 1, 4, align - 1, align + 4,
@@ -243,7 +243,8 @@ TEST(aligned_at_property)
         size_t big = align + align / 2;
         if (big > ((size_t)4 << 20))
             big = (size_t)4 << 20;
-        size_t sizes[NSIZE] = {1, 40 + (size_t)(test_rand(&rng) % 200), big};
+        size_t sizes[NSIZE] = {0, 1, 40 + (size_t)(test_rand(&rng) % 200),
+                               big};
         void *live[NLIVE];
         size_t live_n[NLIVE], live_req[NLIVE];
         int n = 0;

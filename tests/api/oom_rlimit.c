@@ -148,13 +148,21 @@ static int oom_child(void *arg)
     chain_free(&big);
     chain_free(&small);
     chain_free(&pages);
-    /* recovered: a big block and many small ones again */
-    void *p = malloc((size_t)64 << 20);
-    EXPECT(p != NULL, "malloc(64M) after freeing everything: NULL errno %d",
-           errno);
-    if (p)
-        memset(p, 1, (size_t)64 << 20);
-    free(p);
+    /* recovered: blocks of several sizes, up to 64 MiB, fit again in the
+     * memory just freed (cached memory must be reusable or released when
+     * the OS says no) */
+    static const size_t again_sizes[] = {(size_t)1 << 20, (size_t)8 << 20,
+                                         (size_t)64 << 20};
+    for (size_t i = 0; i < sizeof again_sizes / sizeof again_sizes[0]; i++) {
+        size_t n = again_sizes[i];
+        errno = 0;
+        void *p = malloc(n);
+        EXPECT(p != NULL, "malloc(%zu MiB) after freeing everything: NULL "
+               "errno %d", n >> 20, errno);
+        if (p)
+            memset(p, 1, n);
+        free(p);
+    }
     struct chain again = {0, 0};
     for (int i = 0; i < 100000; i++) {
         void *q = malloc(200);
