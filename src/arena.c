@@ -137,6 +137,16 @@ void arena_purge_all(arena_t *a)
     mutex_unlock(&a->lock);
 }
 
+void arenas_release_free_memory(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL)
+            arena_purge_all(a);
+    }
+}
+
 /* ---- large blocks ------------------------------------------------------ */
 
 /* Where the block starts inside its first page, and the run alignment and
@@ -164,11 +174,18 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     bool class_rounded = in_page == 0 && c >= NSMALL && req->size <= LARGE_ROUND_MAX;
     if (c < NSMALL)
         c = NSMALL;   /* small sizes with big alignments: counted as the first large class */
-    size_t usable = class_rounded ? sc_size(c) : round_up(req->size + in_page, PAGE) - in_page;
+    size_t bytes = req->size == 0 ? 1 : req->size;
+    size_t usable = class_rounded ? sc_size(c) : round_up(bytes + in_page, PAGE) - in_page;
     pr.npages = (usable + in_page) >> LG_PAGE;
     bool zeroed;
     mutex_lock(&a->lock);
     span_t *s = ph_alloc(&a->ph, &pr, &zeroed);
+    if (s == NULL) {
+        mutex_unlock(&a->lock);
+        arenas_release_free_memory();
+        mutex_lock(&a->lock);
+        s = ph_alloc(&a->ph, &pr, &zeroed);
+    }
     if (s == NULL) {
         mutex_unlock(&a->lock);
         errno = ENOMEM;

@@ -69,8 +69,14 @@ bool arena_resize_large_in_place(span_t *s, size_t size);
 /* Decay bookkeeping, called with the arena lock held. */
 void arena_tick(arena_t *a);
 void arena_after_free(arena_t *a);
-/* Purge all free pages now ("arena.<i>.purge"). */
+/* Purge all free pages now ("arena.<i>.purge"); fully free segments go
+ * back to the OS. */
 void arena_purge_all(arena_t *a);
+/* arena_purge_all on every arena: the last resort before ENOMEM, since
+ * free runs of other states or arenas may hold the address space that a
+ * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena
+ * locks are leaves, so callers may hold a bin lock. */
+void arenas_release_free_memory(void);
 /* Every lock of every arena, for fork. */
 void arenas_prefork(void);
 void arenas_postfork_parent(void);

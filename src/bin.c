@@ -76,6 +76,12 @@ static span_t *slab_create(bin_t *bin)
     bool zeroed;
     mutex_lock(&a->lock);
     span_t *s = ph_alloc(&a->ph, &req, &zeroed);
+    if (s == NULL) {
+        mutex_unlock(&a->lock);
+        arenas_release_free_memory();
+        mutex_lock(&a->lock);
+        s = ph_alloc(&a->ph, &req, &zeroed);
+    }
     if (s != NULL) {
         const sc_info_t *sc = &sc_table[bin->size_class];
         s->kind = SPAN_SLAB;

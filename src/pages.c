@@ -101,10 +101,16 @@ static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t
 
 static size_t header_pages(size_t npages) { return pages_of(sizeof(segment_t) + npages * sizeof(span_t *)); }
 
+/* Smallest multiple of SEG_UNIT whose pages minus its header hold
+ * usable_pages; 0 if that overflows. */
 static size_t segment_size_for(size_t usable_pages)
 {
-    size_t size = round_up((usable_pages + header_pages(usable_pages) + 1) << LG_PAGE, SEG_UNIT);
-    return size < usable_pages ? 0 : size;   /* 0 on overflow */
+    if (usable_pages > ((size_t)1 << (RADIX_LG_VA - LG_PAGE)))
+        return 0;
+    size_t size = round_up((usable_pages + header_pages(usable_pages)) << LG_PAGE, SEG_UNIT);
+    while ((size >> LG_PAGE) - header_pages(size >> LG_PAGE) < usable_pages)
+        size += SEG_UNIT;
+    return size;
 }
 
 static void segment_link(page_heap_t *ph, segment_t *seg)
@@ -257,6 +263,7 @@ static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uint
 
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
 {
+    dpm_check(req->npages >= 1);
     size_t slack = req->align > PAGE ? (req->align >> LG_PAGE) - 1 : 0;
     size_t need = req->npages + slack;
     if (need < req->npages) {
