@@ -58,8 +58,9 @@ static const struct backend rte_backend = {
     .free = rte_free,
     .free_sized = rte_free_sized,
     .free_aligned_at = rte_free_aligned_at,
-    .notes = "aligned_at: rte_malloc(size+align, align) shifted by the offset; "
-             "free_sized: rte_free; EAL --no-huge -m 2048",
+    .note_aligned_at = "aligned_at = rte_malloc(size+align, align) shifted by the offset",
+    .note_realloc_aligned = NULL,
+    .note_free_sized = "free_sized = rte_free",
 };
 
 const struct backend *rte_backend_open(void)

@@ -27,7 +27,6 @@ static const struct backend dpm_backend = {
     .free = dpm_free,
     .free_sized = dpm_free_sized,
     .free_aligned_at = dpm_free_aligned_at,
-    .notes = NULL,
 };
 
 /* ---- libc API ------------------------------------------------------------- */
@@ -99,9 +98,9 @@ static const struct backend libc_backend = {
     .free = libc_free,
     .free_sized = libc_free_sized,
     .free_aligned_at = libc_free_aligned_at,
-    .notes = "aligned_at: posix_memalign(size+align) shifted by the offset; "
-             "aligned realloc: realloc, then copy if the result is misaligned; "
-             "free_sized: free",
+    .note_aligned_at = "aligned_at = posix_memalign(size+align) shifted by the offset",
+    .note_realloc_aligned = "aligned realloc = realloc, then copy if misaligned",
+    .note_free_sized = "free_sized = free",
 };
 
 const struct backend *backend_open(enum backend_kind kind)

@@ -57,11 +57,8 @@ static double median_mops(struct bench_ctx *ctx, double (*once)(struct bench_ctx
                           const char *case_name)
 {
     struct samples s = {0};
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
-        double v = once(ctx);
-        if (r)
-            samples_add(&s, v);
+    while (another_round(ctx)) {
+        samples_add(&s, once(ctx));
     }
     emit_metric(ctx, case_name, "throughput", "Mops/s", 'H', &s);
     return samples_median(&s);
@@ -102,7 +99,7 @@ static double larson_once(struct bench_ctx *ctx)
 {
     int t = ctx->threads, nslots = scaled(ctx, 4000, 2000, 100);
     int generations = scaled(ctx, 8, 4, 2);
-    long per_gen = scaled(ctx, 500000, 100000, 2000);
+    long per_gen = scaled(ctx, 500000, 200000, 2000);
     struct larson_arg *args = calloc((size_t)t, sizeof *args);
     void ***arrays = calloc((size_t)t, sizeof *arrays);
     double wall = 0;
@@ -185,7 +182,7 @@ static void prodcons_body(struct member *m)
 static double prodcons_once(struct bench_ctx *ctx)
 {
     int pairs = ctx->threads / 2 > 0 ? ctx->threads / 2 : 1;
-    long count = scaled(ctx, 4000000, 500000, 5000);
+    long count = scaled(ctx, 2000000, 200000, 5000);
     struct prodcons_arg *args = calloc((size_t)pairs * 2, sizeof *args);
     struct ring *rings = aligned_alloc(64, sizeof(struct ring) * (size_t)pairs);
     if (!args || !rings)
@@ -240,7 +237,7 @@ static void scratch_body(struct member *m)
 static double scratch_once(struct bench_ctx *ctx, int hand_over)
 {
     int t = ctx->threads;
-    long iterations = scaled(ctx, 1000, 500, 20), writes = scaled(ctx, 10000, 2000, 50);
+    long iterations = scaled(ctx, 1000, 500, 20), writes = scaled(ctx, 20000, 10000, 50);
     struct scratch_arg *args = calloc((size_t)t, sizeof *args);
     if (!args)
         fail("out of memory");

@@ -7,7 +7,9 @@
  * workload against one backend and writes tab-separated records to a pipe:
  *   P <round> <rounds>                         progress
  *   M <case> <metric> <unit> <dir> <med> <min> <max>   a measurement
- *   N <text>                                   a note (nearest equivalents)
+ *   N <text>                                   a note on this backend (nearest
+ *                                              equivalents)
+ *   W <text>                                   a note on the workload itself
  *   E <text>                                   a failure
  * dir is L (lower is better), H (higher is better) or - (information only,
  * kept out of the ratio row).
@@ -31,7 +33,8 @@ struct backend {
     void (*free)(void *p);
     void (*free_sized)(void *p, size_t size);
     void (*free_aligned_at)(void *p, size_t align, size_t offset);
-    const char *notes;
+    /* NULL when native; else how the nearest equivalent works */
+    const char *note_aligned_at, *note_realloc_aligned, *note_free_sized;
 };
 
 /* How a backend is run: natively in the child, or by preloading a library
@@ -64,6 +67,9 @@ struct bench_ctx {
     int threads;         /* threads for multi-threaded workloads */
     int result_fd;
     double tsc_hz;
+    double budget_s;     /* wall time the rounds of one child may take */
+    int round;           /* current round, -1 before the first */
+    double started, round_started;
 };
 
 /* A workload: run() measures and emits records, returns 0 or exits on a
@@ -129,12 +135,20 @@ static inline uint64_t ticks(void) { return ticks_fallback(); }
 
 /* ---- samples and emission (emit.c) ----------------------------------------- */
 
-#define MAX_SAMPLES 64
+#define MAX_SAMPLES 256
 
+/* Values of one measurement, each tagged with its round. Round 0 is the
+ * warm-up: its values count only when no later round ran. */
 struct samples {
     int n;
     double v[MAX_SAMPLES];
+    int round[MAX_SAMPLES];
 };
+
+/* The round loop of every workload: while (another_round(ctx)) { ... }.
+ * Runs the warm-up and ctx->rounds measured rounds, fewer when the child's
+ * time budget would be exceeded (then a note says so). */
+int another_round(struct bench_ctx *ctx);
 
 void samples_add(struct samples *s, double v);
 double samples_median(const struct samples *s);
@@ -147,6 +161,8 @@ void emit_metric(struct bench_ctx *ctx, const char *case_name, const char *metri
 void emit_value(struct bench_ctx *ctx, const char *case_name, const char *metric,
                 const char *unit, char dir, double v);
 void emit_note(struct bench_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void emit_workload_note(struct bench_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* ---- result checks (verify.c): a wrong answer exits the child loudly ------ */

@@ -10,46 +10,87 @@
 
 #include "dpmbench.h"
 
-void samples_add(struct samples *s, double v)
+static int current_round;
+
+int another_round(struct bench_ctx *ctx)
 {
-    if (s->n < MAX_SAMPLES)
-        s->v[s->n++] = v;
+    double now = now_seconds();
+    if (ctx->round < 0) {
+        ctx->started = now;
+    } else {
+        double last = now - ctx->round_started, spent = now - ctx->started;
+        if (ctx->round >= ctx->rounds)
+            return 0;
+        if (ctx->round == 0 && last > ctx->budget_s / 2) {
+            emit_note(ctx, "warm-up round over half the time budget: it is the only "
+                                    "round measured");
+            return 0;
+        }
+        if (ctx->round > 0 && spent + last > ctx->budget_s) {
+            emit_note(ctx, "rounds cut to %d by the %.0f s time budget", ctx->round,
+                               ctx->budget_s);
+            return 0;
+        }
+    }
+    ctx->round++;
+    current_round = ctx->round;
+    ctx->round_started = now;
+    emit_progress(ctx, ctx->round, ctx->rounds);
+    return 1;
 }
 
-static void sorted_copy(const struct samples *s, double *out)
+void samples_add(struct samples *s, double v)
 {
-    memcpy(out, s->v, sizeof(double) * (size_t)s->n);
-    for (int i = 1; i < s->n; i++)
-        for (int j = i; j > 0 && out[j] < out[j - 1]; j--) {
-            double t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
+    if (s->n < MAX_SAMPLES) {
+        s->round[s->n] = current_round;
+        s->v[s->n++] = v;
+    }
+}
+
+/* The values that count: measured rounds, or the warm-up if it was alone. */
+static int counted_values(const struct samples *s, double *out)
+{
+    int measured = 0, n = 0;
+    for (int i = 0; i < s->n; i++)
+        measured |= s->round[i] > 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->round[i] > 0 || !measured)
+            out[n++] = s->v[i];
+    return n;
+}
+
+static int sorted_values(const struct samples *s, double *v)
+{
+    int n = counted_values(s, v);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
         }
+    return n;
 }
 
 double samples_median(const struct samples *s)
 {
     double v[MAX_SAMPLES];
-    if (s->n == 0)
+    int n = sorted_values(s, v);
+    if (n == 0)
         return 0;
-    sorted_copy(s, v);
-    return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double samples_min(const struct samples *s)
 {
-    double m = s->n ? s->v[0] : 0;
-    for (int i = 1; i < s->n; i++)
-        m = s->v[i] < m ? s->v[i] : m;
-    return m;
+    double v[MAX_SAMPLES];
+    return sorted_values(s, v) ? v[0] : 0;
 }
 
 double samples_max(const struct samples *s)
 {
-    double m = s->n ? s->v[0] : 0;
-    for (int i = 1; i < s->n; i++)
-        m = s->v[i] > m ? s->v[i] : m;
-    return m;
+    double v[MAX_SAMPLES];
+    int n = sorted_values(s, v);
+    return n ? v[n - 1] : 0;
 }
 
 static void write_record(struct bench_ctx *ctx, const char *line)
@@ -100,16 +141,29 @@ void emit_value(struct bench_ctx *ctx, const char *case_name, const char *metric
     emit_metric(ctx, case_name, metric, unit, dir, &s);
 }
 
-void emit_note(struct bench_ctx *ctx, const char *fmt, ...)
+static void note_record(struct bench_ctx *ctx, char kind, const char *fmt, va_list ap)
 {
     char text[400], line[420];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
     for (char *c = text; *c; c++)
         if (*c == '\n' || *c == '\t')
             *c = ' ';
-    snprintf(line, sizeof line, "N\t%s\n", text);
+    snprintf(line, sizeof line, "%c\t%s\n", kind, text);
     write_record(ctx, line);
+}
+
+void emit_note(struct bench_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    note_record(ctx, 'N', fmt, ap);
+    va_end(ap);
+}
+
+void emit_workload_note(struct bench_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    note_record(ctx, 'W', fmt, ap);
+    va_end(ap);
 }

@@ -55,6 +55,7 @@ const int workload_count = (int)(sizeof workloads / sizeof workloads[0]);
 struct options {
     enum run_mode mode;
     int rounds, threads, plots, child;
+    double budget_s;
     const char *workloads, *backends, *out_root, *docs, *dpm_preload;
     /* child only */
     const char *child_workload;
@@ -73,6 +74,8 @@ static void usage(FILE *out)
             "  --backends a,b     only these backends (see --list)\n"
             "  --rounds N         measured rounds after the warm-up round\n"
             "  --threads N        threads for multi-threaded workloads (default: CPUs)\n"
+            "  --budget SECONDS   time one workload may take on one backend before its\n"
+            "                     rounds are cut (quick 15, full 120, smoke 10)\n"
             "  --out DIR          results root (default " DPMBENCH_RESULTS_DIR ")\n"
             "  --docs FILE.md     also write the report there, plots beside it\n"
             "  --dpm-preload LIB  libdpmalloc.so for the dpm-preload column\n"
@@ -112,6 +115,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->backends = VALUE();
         else if (!strcmp(a, "--rounds"))
             o->rounds = atoi(VALUE());
+        else if (!strcmp(a, "--budget"))
+            o->budget_s = atof(VALUE());
         else if (!strcmp(a, "--threads"))
             o->threads = atoi(VALUE());
         else if (!strcmp(a, "--out"))
@@ -143,8 +148,10 @@ static int parse_options(int argc, char **argv, struct options *o)
     }
     if (o->rounds <= 0)
         o->rounds = o->mode == MODE_FULL ? 7 : o->mode == MODE_QUICK ? 3 : 1;
-    if (o->rounds >= MAX_SAMPLES / 2)
-        o->rounds = MAX_SAMPLES / 2 - 1;
+    if (o->rounds > 30)
+        o->rounds = 30;
+    if (o->budget_s <= 0)
+        o->budget_s = o->mode == MODE_FULL ? 120 : o->mode == MODE_QUICK ? 15 : 10;
     if (o->threads <= 0)
         o->threads = allowed_cpu_count();
     return 0;
@@ -180,15 +187,14 @@ static int run_child(const struct options *o)
 {
     const struct workload *w = workload_named(o->child_workload);
     struct bench_ctx ctx = {.mode = o->mode, .rounds = o->rounds, .threads = o->threads,
-                            .result_fd = 3, .tsc_hz = o->tsc_hz};
+                            .result_fd = 3, .tsc_hz = o->tsc_hz, .round = -1,
+                            .budget_s = o->budget_s};
     if (!w)
         return 2;
     set_ticks_hz(o->tsc_hz > 0 ? o->tsc_hz : calibrate_ticks_hz());
     ctx.be = backend_open(o->child_kind);
     if (!ctx.be)
         return 4;
-    if (ctx.be->notes)
-        emit_note(&ctx, "%s", ctx.be->notes);
     pin_to_cpu_index(allowed_cpu_count() - 1);
     tick_overhead();
     reset_peak_rss();
@@ -246,6 +252,8 @@ static void parse_record(struct workload_result *wr, int b, char *line, struct p
     }
     if (f[0][0] == 'P' && n >= 3) {
         show_progress(pr, wr->w->name, be_name, atoi(f[1]), rounds);
+    } else if (f[0][0] == 'W' && n >= 2) {
+        note_append(wr->about, sizeof wr->about, f[1]);
     } else if (f[0][0] == 'N' && n >= 2) {
         note_append(wr->notes[b], sizeof wr->notes[b], f[1]);
     } else if (f[0][0] == 'M' && n >= 8) {
@@ -278,7 +286,7 @@ static unsigned child_time_limit(enum run_mode mode)
 static void exec_child(const struct options *o, const struct backend_spec *spec,
                        const char *workload, int result_fd, double tsc_hz)
 {
-    char rounds[16], threads[16], hz[32];
+    char rounds[16], threads[16], hz[32], budget[32];
     const char *kind = spec->kind == BACKEND_NATIVE_DPM ? "dpm"
                        : spec->kind == BACKEND_RTE      ? "rte"
                                                         : "libc";
@@ -287,6 +295,7 @@ static void exec_child(const struct options *o, const struct backend_spec *spec,
     snprintf(rounds, sizeof rounds, "%d", o->rounds);
     snprintf(threads, sizeof threads, "%d", o->threads);
     snprintf(hz, sizeof hz, "%.0f", tsc_hz);
+    snprintf(budget, sizeof budget, "%.1f", o->budget_s);
     if (dup2(result_fd, 3) < 0)
         _exit(5);
     if (spec->preload)
@@ -295,7 +304,7 @@ static void exec_child(const struct options *o, const struct backend_spec *spec,
         unsetenv("LD_PRELOAD");
     alarm(child_time_limit(o->mode));
     execl("/proc/self/exe", "dpmbench", "--child", workload, "--kind", kind, mode, "--rounds",
-          rounds, "--threads", threads, "--tsc-hz", hz, (char *)NULL);
+          rounds, "--threads", threads, "--tsc-hz", hz, "--budget", budget, (char *)NULL);
     _exit(5);
 }
 

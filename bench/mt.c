@@ -60,14 +60,13 @@ int run_threads(struct bench_ctx *ctx)
     struct samples alloc_us[NN] = {{0}}, free_us[NN] = {{0}};
     if (!args)
         fail("out of memory");
-    emit_note(ctx, "threads: %d pinned threads; time per thread, 5 us waits excluded", t);
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+    emit_workload_note(ctx, "threads: %d pinned threads; time per thread, 5 us waits excluded", t);
+    while (another_round(ctx)) {
         for (int k = 0; k < NN && ns[k] <= max_n; k++) {
             for (int i = 0; i < t; i++)
                 args[i] = (struct threads_arg){.ctx = ctx, .n = ns[k]};
             run_team(&(struct thread_team){t, threads_body, args, sizeof *args});
-            for (int i = 0; i < t && r; i++) {
+            for (int i = 0; i < t; i++) {
                 samples_add(&alloc_us[k], args[i].alloc_us);
                 samples_add(&free_us[k], args[i].free_us);
             }
@@ -158,12 +157,9 @@ int run_counters(struct bench_ctx *ctx)
     static const char *const names[] = {"packed 24 B", "padded 64 B", "malloc(24) per thread"};
     long iterations = scaled(ctx, 20000000, 4000000, 20000);
     struct samples mops[3] = {{0}};
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+    while (another_round(ctx)) {
         for (int l = PACKED; l <= PER_THREAD_BLOCK; l++) {
-            double v = counters_once(ctx, (enum counter_layout)l, iterations);
-            if (r)
-                samples_add(&mops[l], v);
+            samples_add(&mops[l], counters_once(ctx, (enum counter_layout)l, iterations));
         }
     }
     for (int l = PACKED; l <= PER_THREAD_BLOCK; l++)

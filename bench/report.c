@@ -93,18 +93,30 @@ static void ratio_line(FILE *out, const struct table_style *st, const struct run
     end_line(out, st);
 }
 
+/* Notes are grouped: backends with the same notes share one line. */
 static void notes_lines(FILE *out, const struct table_style *st, const struct run *run,
                         const struct workload_result *wr)
 {
+    const char *dash = st->markdown ? "- " : "  ";
+    if (wr->about[0])
+        fprintf(out, "%s%s\n", dash, wr->about);
     for (int b = 0; b < run->nbe; b++) {
         if (!backend_usable(run, b))
             continue;
         if (wr->status[b] == RUN_FAILED)
-            fprintf(out, "%s%s FAILED: %s\n", st->markdown ? "- " : "  ", run->be[b].name,
-                    wr->why[b]);
-        if (wr->notes[b][0])
-            fprintf(out, "%s%s: %s\n", st->markdown ? "- " : "  ", run->be[b].name,
-                    wr->notes[b]);
+            fprintf(out, "%s%s FAILED: %s\n", dash, run->be[b].name, wr->why[b]);
+        int seen = 0;
+        for (int e = 0; e < b && !seen; e++)
+            seen = backend_usable(run, e) && !strcmp(wr->notes[e], wr->notes[b]);
+        if (!wr->notes[b][0] || seen)
+            continue;
+        fputs(dash, out);
+        for (int e = b, first = 1; e < run->nbe; e++)
+            if (backend_usable(run, e) && !strcmp(wr->notes[e], wr->notes[b])) {
+                fprintf(out, "%s%s", first ? "" : ", ", run->be[e].name);
+                first = 0;
+            }
+        fprintf(out, ": %s\n", wr->notes[b]);
     }
 }
 

@@ -25,6 +25,7 @@ struct workload_result {
     enum run_status status[MAX_BACKENDS];
     char why[MAX_BACKENDS][160];     /* failure reason */
     char notes[MAX_BACKENDS][600];
+    char about[600];                 /* workload notes, the same for every backend */
     double seconds[MAX_BACKENDS];
 };
 

@@ -55,8 +55,7 @@ static void frag_one_pair(struct bench_ctx *ctx, struct size_align pa, int batch
         for (int i = 0; i < batch_len; i++)
             batch[i] = be->alloc_aligned(pa.size, pa.align);
         uint64_t t1 = ticks();
-        if (per_batch)
-            samples_add(&per_batch[b], ticks_to_ns(t1 - t0) / batch_len);
+        samples_add(&per_batch[b], ticks_to_ns(t1 - t0) / batch_len);
         for (int i = 0; i < batch_len; i++) {
             must_alloc(batch[i], pa.size, pa.align, 0);
             stamp_block(batch[i], pa.size, (uint64_t)i);
@@ -73,10 +72,9 @@ int run_frag(struct bench_ctx *ctx)
     int batch_len = scaled(ctx, 2000, 2000, 50);
     void **blocks = new_pointer_array((size_t)FRAG_BATCHES * (size_t)batch_len);
     struct samples per_batch[COUNT(frag_pairs)][FRAG_BATCHES] = {{{0}}};
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+    while (another_round(ctx)) {
         for (size_t p = 0; p < COUNT(frag_pairs); p++)
-            frag_one_pair(ctx, frag_pairs[p], batch_len, blocks, r ? per_batch[p] : NULL);
+            frag_one_pair(ctx, frag_pairs[p], batch_len, blocks, per_batch[p]);
     }
     for (size_t p = 0; p < COUNT(frag_pairs); p++)
         for (int b = 0; b < FRAG_BATCHES; b++) {
@@ -109,24 +107,34 @@ static void bulk_one(struct bench_ctx *ctx, size_t size, size_t align, int n, vo
     for (int i = 0; i < n; i++)
         be->free(blocks[i]);
     uint64_t t3 = ticks();
-    if (alloc_ns) {
-        samples_add(alloc_ns, ticks_to_ns(t1 - t0) / n);
-        samples_add(free_ns, ticks_to_ns(t3 - t2) / n);
-    }
+    samples_add(alloc_ns, ticks_to_ns(t1 - t0) / n);
+    samples_add(free_ns, ticks_to_ns(t3 - t2) / n);
+}
+
+/* 1000 blocks per size; quick mode caps a case at 128 MiB (128 x 1 MiB). */
+static int bulk_count(const struct bench_ctx *ctx, size_t size)
+{
+    int n = scaled(ctx, 1000, 1000, 20);
+    size_t cap = (size_t)128 << 20;
+    if (ctx->mode == MODE_QUICK && (size_t)n * size > cap)
+        n = (int)(cap / size);
+    return n;
 }
 
 int run_bulk(struct bench_ctx *ctx)
 {
     int n = scaled(ctx, 1000, 1000, 20);
     void **blocks = new_pointer_array((size_t)n);
+    if (ctx->mode == MODE_QUICK)
+        emit_workload_note(ctx, "bulk: quick mode caps a case at 128 MiB (fewer blocks from "
+                                "256 KiB up; 1000 in --full)");
     struct samples a[COUNT(seed_aligns)][COUNT(seed_sizes)] = {{{0}}};
     struct samples f[COUNT(seed_aligns)][COUNT(seed_sizes)] = {{{0}}};
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+    while (another_round(ctx)) {
         for (size_t al = 0; al < COUNT(seed_aligns); al++)
             for (size_t s = 0; s < COUNT(seed_sizes); s++)
-                bulk_one(ctx, seed_sizes[s], seed_aligns[al], n, blocks, r ? &a[al][s] : NULL,
-                         &f[al][s]);
+                bulk_one(ctx, seed_sizes[s], seed_aligns[al], bulk_count(ctx, seed_sizes[s]),
+                         blocks, &a[al][s], &f[al][s]);
     }
     for (size_t al = 0; al < COUNT(seed_aligns); al++)
         for (size_t s = 0; s < COUNT(seed_sizes); s++) {
@@ -166,14 +174,11 @@ int run_nobulk(struct bench_ctx *ctx)
     int n = scaled(ctx, 10000, 1000, 20);
     struct samples s[COUNT(seed_aligns)][COUNT(seed_sizes)] = {{{0}}};
     if (n != 10000)
-        emit_note(ctx, "nobulk: %d iterations per size in this mode (10000 in --full)", n);
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+        emit_workload_note(ctx, "nobulk: %d iterations per size in this mode (10000 in --full)", n);
+    while (another_round(ctx)) {
         for (size_t al = 0; al < COUNT(seed_aligns); al++)
             for (size_t z = 0; z < COUNT(seed_sizes); z++) {
-                double ns = nobulk_one(ctx, seed_sizes[z], seed_aligns[al], n);
-                if (r)
-                    samples_add(&s[al][z], ns);
+                samples_add(&s[al][z], nobulk_one(ctx, seed_sizes[z], seed_aligns[al], n));
             }
     }
     for (size_t al = 0; al < COUNT(seed_aligns); al++)
@@ -238,16 +243,16 @@ static int realloc_iterations(const struct bench_ctx *ctx, size_t size)
 int run_realloc(struct bench_ctx *ctx)
 {
     struct samples s[COUNT(seed_aligns)][COUNT(seed_sizes)] = {{{0}}};
+    if (ctx->be->note_realloc_aligned)
+        emit_note(ctx, "%s", ctx->be->note_realloc_aligned);
     if (ctx->mode == MODE_QUICK)
-        emit_note(ctx, "realloc: quick mode caps iterations at 64 MiB written per size");
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+        emit_workload_note(ctx, "realloc: quick mode caps iterations at 64 MiB written per size");
+    while (another_round(ctx)) {
         for (size_t al = 0; al < COUNT(seed_aligns); al++)
             for (size_t z = 0; z < COUNT(seed_sizes); z++) {
                 size_t size = seed_sizes[z];
-                double ns = realloc_one(ctx, size, seed_aligns[al], realloc_iterations(ctx, size));
-                if (r)
-                    samples_add(&s[al][z], ns);
+                samples_add(&s[al][z],
+                            realloc_one(ctx, size, seed_aligns[al], realloc_iterations(ctx, size)));
             }
     }
     for (size_t al = 0; al < COUNT(seed_aligns); al++)

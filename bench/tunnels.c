@@ -139,13 +139,14 @@ int run_tunnels(struct bench_ctx *ctx)
     double requested = 0;
     tunnel_set_init(&set, n);
     long baseline_kb = rss_kb("VmRSS");
-    emit_note(ctx, "tunnels: %ld tunnels + %ld routes; rewrite vectors 44-104 B at align 64 "
+    if (ctx->be->note_aligned_at)
+        emit_note(ctx, "%s", ctx->be->note_aligned_at);
+    if (ctx->be->note_free_sized)
+        emit_note(ctx, "%s", ctx->be->note_free_sized);
+    emit_workload_note(ctx, "tunnels: %ld tunnels + %ld routes; rewrite vectors 44-104 B at align 64 "
                    "offset 4", n, n);
-    for (int r = 0; r <= ctx->rounds; r++) {
-        emit_progress(ctx, r, ctx->rounds);
+    while (another_round(ctx)) {
         struct tunnel_result res = tunnels_once(ctx, &set, baseline_kb);
-        if (!r)
-            continue;
         samples_add(&alloc, per_call(res.alloc_ticks, 2 * n));
         samples_add(&alloc_at, per_call(res.alloc_at_ticks, n));
         samples_add(&frees, per_call(res.free_ticks, 3 * n));
@@ -155,7 +156,7 @@ int run_tunnels(struct bench_ctx *ctx)
     emit_metric(ctx, "tunnel+route", "alloc", CLOCK_UNIT, 'L', &alloc);
     emit_metric(ctx, "rewrite 64@4", "alloc", CLOCK_UNIT, 'L', &alloc_at);
     emit_metric(ctx, "all", "free", CLOCK_UNIT, 'L', &frees);
-    emit_metric(ctx, "all", "RSS/requested", "ratio", 'L', &rss);
+    emit_metric(ctx, "all", "RSS/requested", "ratio", '-', &rss);
     emit_value(ctx, "all", "requested", "MiB", '-', requested / (1 << 20));
     tunnel_set_release(&set);
     return 0;
