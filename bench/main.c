@@ -75,7 +75,7 @@ static void usage(FILE *out)
             "  --rounds N         measured rounds after the warm-up round\n"
             "  --threads N        threads for multi-threaded workloads (default: CPUs)\n"
             "  --budget SECONDS   time one workload may take on one backend before its\n"
-            "                     rounds are cut (quick 15, full 120, smoke 10)\n"
+            "                     rounds are cut (quick 15, full 60, smoke 10)\n"
             "  --out DIR          results root (default " DPMBENCH_RESULTS_DIR ")\n"
             "  --docs FILE.md     also write the report there, plots beside it\n"
             "  --dpm-preload LIB  libdpmalloc.so for the dpm-preload column\n"
@@ -147,11 +147,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 #undef VALUE
     }
     if (o->rounds <= 0)
-        o->rounds = o->mode == MODE_FULL ? 7 : o->mode == MODE_QUICK ? 3 : 1;
+        o->rounds = o->mode == MODE_FULL ? 5 : o->mode == MODE_QUICK ? 3 : 1;
     if (o->rounds > 30)
         o->rounds = 30;
     if (o->budget_s <= 0)
-        o->budget_s = o->mode == MODE_FULL ? 120 : o->mode == MODE_QUICK ? 15 : 10;
+        o->budget_s = o->mode == MODE_FULL ? 60 : o->mode == MODE_QUICK ? 15 : 10;
     if (o->threads <= 0)
         o->threads = allowed_cpu_count();
     return 0;
