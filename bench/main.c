@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,17 +266,42 @@ static void parse_record(struct workload_result *wr, int b, char *line, struct p
     }
 }
 
+/* Reads the child's records until it closes the pipe; between records the
+ * progress line is refreshed twice a second so the elapsed time moves. */
 static void read_child_records(int fd, struct workload_result *wr, int b, struct progress *pr,
                                const char *be_name, int rounds)
 {
-    FILE *in = fdopen(fd, "r");
-    char line[1024];
-    while (in && fgets(line, sizeof line, in)) {
-        line[strcspn(line, "\n")] = 0;
-        parse_record(wr, b, line, pr, be_name, rounds);
+    char buf[8192];
+    size_t have = 0;
+    int round = 0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = poll(&p, 1, 500);
+        if (ready == 0) {
+            show_progress(pr, wr->w->name, be_name, round, rounds);
+            continue;
+        }
+        if (ready < 0 && errno == EINTR)
+            continue;
+        ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+        buf[have] = 0;
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            *nl = 0;
+            if (line[0] == 'P')
+                round = atoi(line + 2);
+            parse_record(wr, b, line, pr, be_name, rounds);
+            line = nl + 1;
+        }
+        have = strlen(line);
+        memmove(buf, line, have + 1);
+        if (have == sizeof buf - 1)
+            have = 0; /* an overlong record: drop it */
     }
-    if (in)
-        fclose(in);
+    close(fd);
 }
 
 static unsigned child_time_limit(enum run_mode mode)

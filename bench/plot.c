@@ -126,7 +126,7 @@ static void script_panel(FILE *gp, const char *name, int index, const struct pan
                          int columns, int lines, const char *ylabel, int logy)
 {
     fprintf(gp, "set title \"%s\"\nset ylabel \"%s\"\n", p->title, ylabel);
-    fprintf(gp, logy ? "set logscale y\n" : "unset logscale y\n");
+    fprintf(gp, logy ? "set logscale y\nset yrange [*:*]\n" : "unset logscale y\nset yrange [0:*]\n");
     if (lines) {
         fprintf(gp, "unset style\nset xtics rotate by 0\n");
         fprintf(gp, "plot for [i=2:%d] '%s.dat' index %d using 0:i:xtic(1) with linespoints "
