@@ -346,8 +346,10 @@ static void record_exit(struct workload_result *wr, int b, int status)
                  WTERMSIG(status) == SIGALRM ? "time limit" : strsignal(WTERMSIG(status)));
     else if (WEXITSTATUS(status) == 3)
         snprintf(wr->why[b], sizeof wr->why[b], "verification failed");
-    else if (WEXITSTATUS(status) == 4)
+    else if (WEXITSTATUS(status) == 4) {
+        wr->status[b] = RUN_UNAVAILABLE;
         snprintf(wr->why[b], sizeof wr->why[b], "backend could not start");
+    }
     else
         snprintf(wr->why[b], sizeof wr->why[b], "exit status %d", WEXITSTATUS(status));
 }
@@ -375,6 +377,14 @@ static void run_one(const struct options *o, struct run *run, struct workload_re
         ;
     record_exit(wr, b, status);
     wr->seconds[b] = now_seconds() - pr->child_start;
+    if (wr->status[b] == RUN_UNAVAILABLE) {
+        /* e.g. rte_eal_init refused (not root): drop the column for the run */
+        run->be[b].missing = "could not start in the child (for rte_malloc: rte_eal_init "
+                             "failed; run as root)";
+        fprintf(stderr, "%sdpmbench: %s: %s\n", pr->tty ? "\r\033[K" : "", run->be[b].name,
+                run->be[b].missing);
+        return;
+    }
     pr->done++;
     if (wr->status[b] == RUN_FAILED)
         fprintf(stderr, "%sdpmbench: %s on %s FAILED: %s\n", pr->tty ? "\r\033[K" : "",
@@ -413,9 +423,29 @@ static void link_latest(const struct run *run, const char *root)
         fprintf(stderr, "dpmbench: note: cannot link %s\n", link);
 }
 
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int ok = in && out;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    if (in)
+        fclose(in);
+    if (out)
+        ok = fclose(out) == 0 && ok;
+    return ok ? 0 : -1;
+}
+
+/* docs/benchmarks.md plus its PNGs in docs/benchmarks/ (copied from the
+ * run's directory: the data and scripts stay with the results). */
 static void write_docs(const struct run *run, const char *docs, int plots)
 {
-    char dir[600], plotdir[1024], rel[300];
+    static const char *const pngs[] = {"frag",    "bulk",          "nobulk", "realloc",
+                                       "threads", "tunnels",       "mt-throughput",
+                                       "mt-rss"};
+    char dir[600], plotdir[1024], rel[300], from[1024], to[1400];
     const char *slash = strrchr(docs, '/');
     const char *base = slash ? slash + 1 : docs;
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - docs) : 1, slash ? docs : ".");
@@ -423,7 +453,12 @@ static void write_docs(const struct run *run, const char *docs, int plots)
     snprintf(plotdir, sizeof plotdir, "%s/%s", dir, rel);
     if (plots) {
         mkdir(plotdir, 0755);
-        write_plots(run, plotdir);
+        for (size_t i = 0; i < sizeof pngs / sizeof pngs[0]; i++) {
+            snprintf(from, sizeof from, "%s/%s.png", run->outdir, pngs[i]);
+            snprintf(to, sizeof to, "%s/%s.png", plotdir, pngs[i]);
+            if (access(from, R_OK) == 0 && copy_file(from, to) != 0)
+                fprintf(stderr, "dpmbench: cannot copy %s to %s\n", from, to);
+        }
     }
     write_markdown(run, docs, plots ? rel : NULL);
     fprintf(stderr, "dpmbench: wrote %s\n", docs);

@@ -296,6 +296,8 @@ static void json_row(FILE *f, const struct run *run, const struct metric_row *r,
     for (int b = 0; b < run->nbe; b++) {
         if (!r->have[b])
             continue;
+        if (!isfinite(r->med[b]) || !isfinite(r->min[b]) || !isfinite(r->max[b]))
+            continue;
         fprintf(f, "%s\"%s\": {\"median\": %.6g, \"min\": %.6g, \"max\": %.6g}",
                 first ? "" : ", ", run->be[b].name, r->med[b], r->min[b], r->max[b]);
         first = 0;
@@ -397,6 +399,13 @@ int write_markdown(const struct run *run, const char *path, const char *plot_dir
     fprintf(f, "- %d threads for multi-threaded workloads, ticks at %.3f GHz (calibrated "
                "against CLOCK_MONOTONIC)\n\n## Allocators\n\n", run->threads, run->tsc_hz / 1e9);
     markdown_backends(f, run);
+    fprintf(f, "\n## Running it\n\n"
+               "`make bench` (quick, a few minutes), `make bench-full` (the whole matrix), "
+               "`make bench-docs` (full run, rewrites this page), `make bench-deps` (as root: "
+               "apt-get the peers, DPDK and gnuplot). The program is `build/bench/dpmbench`; "
+               "`--workloads a,b`, `--backends a,b`, `--rounds N`, `--threads N`, `--budget S` "
+               "narrow a run, `--list` shows what is available. Results go to "
+               "`bench/results/<time>-<mode>/` (CSV, JSON, Markdown, PNG, gnuplot scripts).\n");
     fprintf(f, "\n## Summary\n\n");
     summary_table(f, &st, run);
     if (plot_dir)

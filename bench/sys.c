@@ -65,32 +65,36 @@ void busy_wait_ticks(uint64_t t)
         ;
 }
 
-static int allowed_cpus(int *list, int max)
+/* The CPUs this process may run on, read once (before any pinning narrows
+ * the calling thread's mask). */
+static int allowed_cpus(const int **list)
 {
-    cpu_set_t set;
-    int n = 0;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return 0;
-    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-        if (CPU_ISSET(c, &set))
-            list[n++] = c;
+    static int cpus[CPU_SETSIZE];
+    static int n = -1;
+    if (n < 0) {
+        cpu_set_t set;
+        n = 0;
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &set))
+                    cpus[n++] = c;
+    }
+    *list = cpus;
     return n;
 }
 
 int allowed_cpu_count(void)
 {
-    int list[1024];
-    int n = allowed_cpus(list, 1024);
+    const int *list;
+    int n = allowed_cpus(&list);
     return n > 0 ? n : 1;
 }
 
 /* Pin the calling thread to the index-th CPU it may run on (modulo). */
 int pin_to_cpu_index(int index)
 {
-    static int list[1024];
-    static int n;
-    if (n == 0)
-        n = allowed_cpus(list, 1024);
+    const int *list;
+    int n = allowed_cpus(&list);
     if (n == 0)
         return -1;
     cpu_set_t set;
