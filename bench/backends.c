@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <glob.h>
+#include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,10 @@ void backend_close(enum backend_kind kind)
 
 /* ---- finding the peers ---------------------------------------------------- */
 
+#ifndef DPMBENCH_DPDK_VERSION
+#define DPMBENCH_DPDK_VERSION ""
+#endif
+
 #if defined(__x86_64__)
 #define MULTIARCH "x86_64-linux-gnu"
 #elif defined(__aarch64__)
@@ -155,6 +160,20 @@ static char *find_library(const char *const *names)
     return NULL;
 }
 
+/* The Debian package's version, or "" without dpkg-query. */
+static void package_version(const char *package, char *out, size_t len)
+{
+    char cmd[200];
+    FILE *p;
+    out[0] = 0;
+    snprintf(cmd, sizeof cmd, "dpkg-query -W -f '${Version}' %s 2>/dev/null", package);
+    if (!(p = popen(cmd, "r")))
+        return;
+    if (!fgets(out, (int)len, p))
+        out[0] = 0;
+    pclose(p);
+}
+
 struct peer {
     const char *name;
     const char *package;
@@ -179,13 +198,16 @@ static void add_spec(struct backend_spec *out, int *n, int max, struct backend_s
 int discover_backends(struct backend_spec *out, int max, const char *dpm_preload)
 {
     int n = 0;
-    add_spec(out, &n, max, (struct backend_spec){"dpmalloc", BACKEND_NATIVE_DPM, NULL, NULL});
+    add_spec(out, &n, max,
+             (struct backend_spec){"dpmalloc", BACKEND_NATIVE_DPM, NULL, NULL, DPMALLOC_VERSION});
     add_spec(out, &n, max,
              (struct backend_spec){"dpm-preload", BACKEND_LIBC, dpm_preload,
                                    dpm_preload && access(dpm_preload, R_OK) == 0
                                        ? NULL
-                                       : "build/libdpmalloc.so not built"});
-    add_spec(out, &n, max, (struct backend_spec){"glibc", BACKEND_LIBC, NULL, NULL});
+                                       : "build/libdpmalloc.so not built",
+                                   DPMALLOC_VERSION});
+    add_spec(out, &n, max, (struct backend_spec){"glibc", BACKEND_LIBC, NULL, NULL, ""});
+    snprintf(out[n - 1].version, sizeof out[n - 1].version, "%s", gnu_get_libc_version());
     for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++) {
         char *path = find_library(peers[i].libs);
         static char why[3][160];
@@ -193,13 +215,16 @@ int discover_backends(struct backend_spec *out, int max, const char *dpm_preload
                  peers[i].package);
         add_spec(out, &n, max,
                  (struct backend_spec){peers[i].name, BACKEND_LIBC, path,
-                                       path ? NULL : why[i]});
+                                       path ? NULL : why[i], ""});
+        if (path)
+            package_version(peers[i].package, out[n - 1].version, sizeof out[n - 1].version);
     }
     add_spec(out, &n, max,
              (struct backend_spec){"rte_malloc", BACKEND_RTE, NULL,
                                    rte_backend_available()
                                        ? NULL
                                        : "not compiled: install libdpdk-dev (pkg-config "
-                                         "libdpdk) and re-run cmake"});
+                                         "libdpdk) and re-run cmake",
+                                   DPMBENCH_DPDK_VERSION});
     return n;
 }

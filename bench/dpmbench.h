@@ -46,6 +46,7 @@ struct backend_spec {
     enum backend_kind kind;
     const char *preload;     /* LD_PRELOAD path or NULL */
     const char *missing;     /* why it is unavailable, or NULL */
+    char version[48];        /* package or library version when known */
 };
 
 #define MAX_BACKENDS 8

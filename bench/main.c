@@ -488,14 +488,15 @@ static void write_outputs(const struct options *o, struct run *run)
 
 static void print_backends(FILE *out, const struct run *run)
 {
-    for (int b = 0; b < run->nbe; b++)
-        fprintf(out, "  %-12s %s%s\n", run->be[b].name,
-                run->be[b].missing ? "unavailable: " : "",
-                run->be[b].missing  ? run->be[b].missing
-                : run->be[b].preload ? run->be[b].preload
-                : run->be[b].kind == BACKEND_NATIVE_DPM ? "native dpm_ API (linked)"
-                : run->be[b].kind == BACKEND_RTE        ? "DPDK rte_malloc, EAL in the child"
-                                                        : "libc malloc of this system");
+    for (int b = 0; b < run->nbe; b++) {
+        const struct backend_spec *s = &run->be[b];
+        fprintf(out, "  %-12s %-10s %s%s\n", s->name, s->version, s->missing ? "unavailable: " : "",
+                s->missing  ? s->missing
+                : s->preload ? s->preload
+                : s->kind == BACKEND_NATIVE_DPM ? "native dpm_ API (linked)"
+                : s->kind == BACKEND_RTE        ? "DPDK rte_malloc, EAL in the child"
+                                                : "libc malloc of this system");
+    }
 }
 
 static void select_backends(struct run *run, const struct options *o)

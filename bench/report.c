@@ -277,6 +277,8 @@ static void json_backends(FILE *f, const struct run *run)
         json_string(f, s->preload ? s->preload : "");
         fprintf(f, ", \"missing\": ");
         json_string(f, s->missing ? s->missing : "");
+        fprintf(f, ", \"version\": ");
+        json_string(f, s->version);
         fprintf(f, "}%s\n", b + 1 < run->nbe ? "," : "");
     }
     fprintf(f, "  ],\n");
@@ -371,7 +373,7 @@ static void markdown_backends(FILE *f, const struct run *run)
 {
     for (int b = 0; b < run->nbe; b++) {
         const struct backend_spec *s = &run->be[b];
-        fprintf(f, "- **%s**: %s%s\n", s->name, s->missing ? "not measured, " : "",
+        fprintf(f, "- **%s** %s: %s%s\n", s->name, s->version, s->missing ? "not measured, " : "",
                 s->missing  ? s->missing
                 : s->preload ? s->preload
                 : s->kind == BACKEND_NATIVE_DPM ? "dpm_ API, linked statically (dpmalloc_plain)"
