@@ -63,6 +63,12 @@ static void header_line(FILE *out, const struct table_style *st, const struct ru
     end_line(out, st);
 }
 
+/* A cell whose rounds spread over more than a quarter of the median. */
+static int is_noisy(const struct metric_row *r, int b)
+{
+    return r->med[b] > 0 && (r->max[b] - r->min[b]) > 0.25 * r->med[b];
+}
+
 static void value_cell(FILE *out, const struct table_style *st, const struct workload_result *wr,
                        const struct metric_row *r, int b)
 {
@@ -71,8 +77,11 @@ static void value_cell(FILE *out, const struct table_style *st, const struct wor
         snprintf(v, sizeof v, "FAILED");
     else if (!r->have[b])
         snprintf(v, sizeof v, "-");
-    else
+    else {
         format_value(r->med[b], v, sizeof v);
+        if (is_noisy(r, b))
+            strcat(v, "~");
+    }
     cell(out, st, v, 11, 0);
 }
 
@@ -137,6 +146,8 @@ static void render_table(FILE *out, const struct table_style *st, const struct r
     ratio_line(out, st, run, wr);
     if (st->markdown)
         fputs("\n", out);
+    fprintf(out, "%s~ = rounds spread over more than 25 %% of the median (min/max in the CSV "
+                 "and JSON)\n", st->markdown ? "- " : "  ");
     notes_lines(out, st, run, wr);
 }
 
