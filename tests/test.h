@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,16 @@
 #endif
 #ifndef TEST_SANITIZED
 #define TEST_SANITIZED 0
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
 #endif
 
 static int test_failures;       /* failed checks in the current test */
@@ -107,20 +118,29 @@ static const char *test_current = "";
                       #p, a_, (void *)p_, (size_t)(p_ % a_));                  \
     } while (0)
 
+static inline double test_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Run one test function; a test that has failed checks is counted failed. */
 #define TEST(name) static void test_##name(void)
 #define RUN(name)                                                              \
     do {                                                                       \
         test_current = #name;                                                  \
         test_failures = 0;                                                     \
+        double t0_ = test_now_s();                                             \
         test_##name();                                                         \
+        double dt_ = test_now_s() - t0_;                                       \
         if (test_failures) {                                                   \
             tests_failed++;                                                    \
-            fprintf(stderr, "FAIL %s (%d failed checks)\n", #name,             \
-                    test_failures);                                            \
+            fprintf(stderr, "FAIL %s (%d failed checks, %.2f s)\n", #name,     \
+                    test_failures, dt_);                                       \
         } else {                                                               \
             tests_passed++;                                                    \
-            fprintf(stderr, "ok   %s\n", #name);                               \
+            fprintf(stderr, "ok   %s (%.2f s)\n", #name, dt_);                 \
         }                                                                      \
     } while (0)
 

@@ -105,7 +105,7 @@ int main(void)
     uint32_t phases[] = {60, 4, 200, 16};
     for (unsigned k = 0; k < 4; k++) {
         unsigned c = sc_of_size_aligned(100, aligns[k]);
-        bin_t *bin = arena_phased_bin(a, c, phases[k]);
+        bin_t *bin = arena_special_bin(a, c, phases[k], false);
         EXPECT_TRUE(bin != NULL && bin->phase == phases[k], "no phased bin");
         if (bin != NULL)
             exercise_bin(a, bin, aligns[k], &rng);
