@@ -346,6 +346,28 @@ static void json_workload(FILE *f, const struct run *run, const struct workload_
     fprintf(f, "      ]}%s\n", last ? "" : ",");
 }
 
+static void json_machine(FILE *f)
+{
+    struct utsname u;
+    char cpu[160];
+    uname(&u);
+    cpu_model(cpu, sizeof cpu);
+    fprintf(f, "  \"machine\": {\"cpu\": ");
+    json_string(f, cpu);
+    fprintf(f, ", \"online_cpus\": %ld, \"usable_cpus\": %d, \"memory_bytes\": %.0f, "
+               "\"kernel\": ",
+            sysconf(_SC_NPROCESSORS_ONLN), allowed_cpu_count(),
+            (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
+    json_string(f, u.release);
+    fprintf(f, ", \"arch\": ");
+    json_string(f, u.machine);
+    fprintf(f, ", \"glibc\": ");
+    json_string(f, gnu_get_libc_version());
+    fprintf(f, ", \"compiler\": ");
+    json_string(f, __VERSION__);
+    fprintf(f, "},\n");
+}
+
 int write_json(const struct run *run, const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -358,6 +380,7 @@ int write_json(const struct run *run, const char *path)
     fprintf(f, "  \"ticks_hz\": %.0f,\n  \"command\": ", run->tsc_hz);
     json_string(f, run->command);
     fprintf(f, ",\n");
+    json_machine(f);
     json_backends(f, run);
     fprintf(f, "  \"workloads\": [\n");
     for (int i = 0; i < run->nwr; i++)

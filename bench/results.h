@@ -42,6 +42,33 @@ struct run {
     int nwr;
 };
 
+/* The command line (main.c). */
+struct options {
+    enum run_mode mode;
+    int rounds, threads, plots, child;
+    double budget_s;
+    const char *workloads, *backends, *out_root, *docs, *dpm_preload;
+    /* child only */
+    const char *child_workload;
+    enum backend_kind child_kind;
+    double tsc_hz;
+};
+
+/* The live progress line on stderr (spawn.c). */
+struct progress {
+    int tty;
+    double run_start, child_start;
+    int done, total;
+};
+
+/* spawn.c: run one (workload, backend) pair in a child */
+void run_one(const struct options *o, struct run *run, struct workload_result *wr, int b,
+             struct progress *pr);
+
+/* output.c */
+void make_outdir(struct run *run, const char *root);
+void write_outputs(const struct options *o, struct run *run);
+
 /* results.c */
 struct metric_row *row_for(struct workload_result *wr, const char *case_name,
                            const char *metric, const char *unit, char dir);
