@@ -6,7 +6,6 @@
  */
 #define _GNU_SOURCE
 #include <glob.h>
-#include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,7 +206,7 @@ int discover_backends(struct backend_spec *out, int max, const char *dpm_preload
                                        : "build/libdpmalloc.so not built",
                                    DPMALLOC_VERSION});
     add_spec(out, &n, max, (struct backend_spec){"glibc", BACKEND_LIBC, NULL, NULL, ""});
-    snprintf(out[n - 1].version, sizeof out[n - 1].version, "%s", gnu_get_libc_version());
+    snprintf(out[n - 1].version, sizeof out[n - 1].version, "%s", libc_version());
     for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++) {
         char *path = find_library(peers[i].libs);
         static char why[3][160];

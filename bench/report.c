@@ -4,7 +4,6 @@
  * CSV, JSON and the machine description.
  */
 #define _GNU_SOURCE
-#include <gnu/libc-version.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -228,7 +227,7 @@ void describe_machine(FILE *out, int markdown)
     fprintf(out, "%smemory: %.1f GiB; kernel %s %s %s\n", dash,
             (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30),
             u.sysname, u.release, u.machine);
-    fprintf(out, "%sglibc %s; compiler %s\n", dash, gnu_get_libc_version(), __VERSION__);
+    fprintf(out, "%sglibc %s; compiler %s\n", dash, libc_version(), __VERSION__);
 }
 
 /* ---- CSV ------------------------------------------------------------------- */
@@ -362,7 +361,7 @@ static void json_machine(FILE *f)
     fprintf(f, ", \"arch\": ");
     json_string(f, u.machine);
     fprintf(f, ", \"glibc\": ");
-    json_string(f, gnu_get_libc_version());
+    json_string(f, libc_version());
     fprintf(f, ", \"compiler\": ");
     json_string(f, __VERSION__);
     fprintf(f, "},\n");

@@ -5,6 +5,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <features.h>
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -182,4 +186,14 @@ int scaled(const struct bench_ctx *ctx, int full, int quick, int smoke)
         break;
     }
     return smoke;
+}
+
+/* The C library's version, for reports. */
+const char *libc_version(void)
+{
+#ifdef __GLIBC__
+    return gnu_get_libc_version();
+#else
+    return "unknown";
+#endif
 }
