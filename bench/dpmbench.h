@@ -112,6 +112,7 @@ void reset_peak_rss(void);
 long rss_kb(const char *field); /* "VmRSS" or "VmHWM" */
 uint64_t rng_next(uint64_t *state);
 const char *libc_version(void);
+int ticks_invariant(void);
 uint64_t tick_overhead(void);
 uint64_t ticks_fallback(void);
 uint64_t ticks_between(uint64_t start, uint64_t end);

@@ -240,6 +240,7 @@ static int run_parent(const struct options *o, int argc, char **argv)
     make_outdir(&run, o->out_root);
     printf("dpmbench %s mode: %d rounds after a warm-up, %d threads, ticks %.3f GHz\n",
            mode_name(o->mode), o->rounds, o->threads, run.tsc_hz / 1e9);
+    describe_machine(stdout, 0);
     print_backends(stdout, &run);
     for (int b = 0; b < run.nbe; b++)
         pr.total += run.be[b].missing ? 0 : run.nwr;

@@ -228,6 +228,10 @@ void describe_machine(FILE *out, int markdown)
             (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30),
             u.sysname, u.release, u.machine);
     fprintf(out, "%sglibc %s; compiler %s\n", dash, libc_version(), __VERSION__);
+    if (ticks_invariant() == 0)
+        fprintf(out, "%sWARNING: the TSC is not invariant here (no constant_tsc/nonstop_tsc): "
+                     "cycle counts may drift with frequency changes\n",
+                dash);
 }
 
 /* ---- CSV ------------------------------------------------------------------- */

@@ -197,3 +197,23 @@ const char *libc_version(void)
     return "unknown";
 #endif
 }
+
+/* Is the tick counter invariant (x86: constant_tsc and nonstop_tsc)?
+ * 1 yes, 0 no, -1 not known (other architectures use a fixed-rate
+ * counter). */
+int ticks_invariant(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096];
+    int found = -1;
+    while (f && found < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5))
+            found = strstr(line, " constant_tsc") && strstr(line, " nonstop_tsc");
+    if (f)
+        fclose(f);
+    return found;
+#else
+    return -1;
+#endif
+}
