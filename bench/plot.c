@@ -118,7 +118,7 @@ static void script_preamble(FILE *gp, const char *name, int width, int height, i
 {
     fprintf(gp, "set terminal pngcairo size %d,%d font \",9\"\n", width, height);
     fprintf(gp, "set output '%s.png'\nset datafile missing '?'\n", name);
-    fprintf(gp, "set termoption noenhanced\nset key top left font \",8\"\nset grid ytics\n");
+    fprintf(gp, "set termoption noenhanced\nset key top left opaque font \",8\"\nset grid ytics\n");
     fprintf(gp, "set multiplot layout %d,%d title \"%s\"\n", rows, cols, title);
 }
 
