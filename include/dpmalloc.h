@@ -142,6 +142,85 @@ void *dpm_realloc_aligned(void *p, size_t size, size_t align) DPM_ATTR_ALLOC_SIZ
  */
 size_t dpm_usable_size(const void *p);
 
+/* ---- typed allocation (the rte_malloc shape) ---------------------------- */
+
+/**
+ * Allocate @p size bytes tagged with @p type, a name under which the
+ * statistics (dpm_stats_print, section "types") count the bytes and
+ * blocks live. Typed blocks are freed with dpm_free like any other.
+ *
+ * @param type
+ *   A short name (first 47 characters count), e.g. "mbuf_pool". NULL or ""
+ *   allocates an untagged block. At most 1023 distinct names are counted;
+ *   beyond that blocks are allocated untagged.
+ * @param size
+ *   Bytes wanted.
+ * @param align
+ *   0 for the default (16), otherwise a power of two up to DPM_MAX_ALIGN.
+ * @return
+ *   The block, or NULL with errno = EINVAL (bad @p align) or ENOMEM.
+ */
+void *dpm_malloc_typed(const char *type, size_t size, size_t align) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(2);
+/** dpm_malloc_typed() whose block is zeroed. */
+void *dpm_zmalloc_typed(const char *type, size_t size, size_t align) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(2);
+/** dpm_zmalloc_typed() of @p n * @p size bytes; NULL/ENOMEM on overflow. */
+void *dpm_calloc_typed(const char *type, size_t n, size_t size, size_t align) DPM_ATTR_MALLOC;
+/**
+ * Resize @p p (any dpmalloc block) to a typed block of @p size bytes.
+ * @return the new block (contents kept up to the smaller size) or NULL with
+ *   errno set and @p p untouched. @p size 0 frees @p p and returns NULL.
+ */
+void *dpm_realloc_typed(const char *type, void *p, size_t size, size_t align) DPM_ATTR_ALLOC_SIZE(3);
+
+/* ---- arenas -------------------------------------------------------------- */
+
+/**
+ * Allocate from arena @p arena (an index from "arenas.create" or one of
+ * the automatic arenas 0 .. "opt.narenas"-1), bypassing thread caches.
+ *
+ * @param align
+ *   0 for the default (16), otherwise a power of two up to DPM_MAX_ALIGN.
+ * @return
+ *   The block, or NULL with errno = EINVAL (no such arena, bad @p align)
+ *   or ENOMEM.
+ */
+void *dpm_malloc_arena(unsigned arena, size_t size, size_t align) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(2);
+
+/* ---- control and statistics ---------------------------------------------- */
+
+/**
+ * Read and/or write a control or statistics value by name, jemalloc's
+ * mallctl shape: code written against mallctl ports by renaming.
+ * docs/ctl.md lists every name, its type and access.
+ *
+ * @param name
+ *   Dotted name, e.g. "stats.allocated", "arena.3.purge", "thread.arena".
+ * @param oldp, oldlenp
+ *   Where to store the current value and its size; *oldlenp must equal the
+ *   size of the name's type. Both NULL to read nothing.
+ * @param newp, newlen
+ *   The value to write and its size; NULL/0 to write nothing.
+ * @return
+ *   0, ENOENT (unknown name), EINVAL (wrong size or bad value), EPERM
+ *   (read-only name written, or operation not allowed on that object),
+ *   EFAULT (an action failed), EBUSY, EAGAIN or ENOMEM.
+ */
+int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+/**
+ * Write the statistics through @p write_cb (stderr when NULL).
+ *
+ * @param write_cb
+ *   Called with @p cbopaque and each NUL-terminated piece of text.
+ * @param opts
+ *   NULL or a string of letters: "J" JSON instead of tables; "g" omit
+ *   general information (version, options); "m" omit merged totals;
+ *   "a" omit per-arena sections; "b" omit per-bin tables; "l" omit
+ *   large-class tables; "x" omit lock statistics; "t" omit type tags.
+ *   Thread-safe; takes each arena's locks briefly.
+ */
+void dpm_stats_print(void (*write_cb)(void *cbopaque, const char *text), void *cbopaque, const char *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,15 +1,22 @@
 /*
  * alloc.c - the dpm_ API and the slow paths behind the inline fast paths
  * (see alloc.h): first use of a thread, cache misses and overflows, large
- * blocks, aligned and at-offset requests, realloc, and misuse reports.
+ * blocks, aligned and at-offset requests, realloc, typed and per-arena
+ * allocation, junk/zero options, cycle sampling, and misuse reports.
  */
 #include "alloc.h"
+#include "background.h"
 #include "conf.h"
 #include "error.h"
+#include "types.h"
 
 #include <dpmalloc.h>
 #include <errno.h>
 #include <string.h>
+
+#define JUNK_ALLOC 0xa5
+#define JUNK_FREE 0x5a
+#define SAMPLE_EVERY 64
 
 static void *fail_nomem(void)
 {
@@ -17,38 +24,77 @@ static void *fail_nomem(void)
     return NULL;
 }
 
+/* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
+
+static __thread uint32_t sample_tick;
+
+static bool sample_this_call(void)
+{
+    return unlikely(opt.stats_cycles) && tls_state == THREAD_CACHED && ++sample_tick % SAMPLE_EVERY == 0;
+}
+
+static void sample_record(bool is_alloc, uint64_t t0)
+{
+    uint64_t dt = cpu_cycles() - t0;
+    slow_samples_t *s = &tls_tcache->samples;
+    if (is_alloc) {
+        s->alloc_n++;
+        s->alloc_cycles += dt;
+    } else {
+        s->free_n++;
+        s->free_cycles += dt;
+    }
+}
+
 /* ---- malloc / free slow paths ------------------------------------------ */
 
-static void *alloc_uncached(unsigned c, size_t size, bool zero)
+static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
 {
-    arena_t *a = thread_arena();
+    void *p;
     if (a == NULL)
         return fail_nomem();
     if (c < NSMALL) {
-        void *p;
         if (bin_fill(&a->bins[c], &p, 1) == 0)
             return fail_nomem();
         if (zero)
             memset(p, 0, size);
-        return p;
+    } else {
+        large_request_t req = {.size = size, .align = 1, .zero = zero};
+        if ((p = arena_alloc_large(a, &req)) == NULL)
+            return NULL;
     }
-    large_request_t req = {.size = size, .align = 1, .zero = zero};
-    return arena_alloc_large(a, &req);
+    if (unlikely(opt.junk) && !zero)
+        memset(p, JUNK_ALLOC, size);
+    return p;
+}
+
+static void *alloc_slow_body(size_t size)
+{
+    unsigned c = sc_of_size(size);
+    tcache_t *tc = tls_tcache;
+    if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
+        tc->bins[c].nrequests++;
+        tcache_event(tc);
+        void *p = tcache_alloc_miss(tc, c);
+        return p != NULL ? p : fail_nomem();
+    }
+    return alloc_uncached(thread_arena(), c, size, opt.zero);
 }
 
 void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
+    if (unlikely(background_pending))
+        background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);
-    unsigned c = sc_of_size(size);
-    tcache_t *tc = tls_tcache;
-    if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
-        void *p = tcache_alloc_miss(tc, c);
-        return p != NULL ? p : fail_nomem();
-    }
-    return alloc_uncached(c, size, false);
+    if (!sample_this_call())
+        return alloc_slow_body(size);
+    uint64_t t0 = cpu_cycles();
+    void *p = alloc_slow_body(size);
+    sample_record(true, t0);
+    return p;
 }
 
 /* Validates p against its span; returns the span or aborts naming call. */
@@ -63,24 +109,40 @@ static span_t *checked_span(const void *p, const char *call)
     return s;
 }
 
-void free_slow(void *p, const char *call)
+static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
+
+static void free_slow_body(void *p, span_t *s)
 {
-    if (p == NULL)
-        return;
-    span_t *s = checked_span(p, call);
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[s->tcache_class];
+        tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);
         else
             tcache_free_full(tc, s->tcache_class, p);
         return;
     }
+    if (unlikely(opt.junk))
+        memset(p, JUNK_FREE, span_usable(s));
     if (s->kind == SPAN_SLAB)
         bin_flush(&p, 1);
     else
         arena_free_large(s);
+}
+
+void free_slow(void *p, const char *call)
+{
+    if (p == NULL)
+        return;
+    span_t *s = checked_span(p, call);
+    if (!sample_this_call()) {
+        free_slow_body(p, s);
+        return;
+    }
+    uint64_t t0 = cpu_cycles();
+    free_slow_body(p, s);
+    sample_record(false, t0);
 }
 
 void *calloc_impl(size_t n, size_t size)
@@ -97,18 +159,15 @@ void *calloc_impl(size_t n, size_t size)
     if (unlikely(!dpm_ready()) || unlikely(total > ALLOC_MAX))
         return fail_nomem();
     /* Large: bypass the thread cache so that clean pages skip the memset. */
-    return alloc_uncached(sc_of_size(total), total, true);
+    return alloc_uncached(thread_arena(), sc_of_size(total), total, true);
 }
-
-/* ---- sizes ------------------------------------------------------------- */
-
-static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
 
 size_t usable_size_impl(const void *p, const char *call)
 {
     if (p == NULL)
         return 0;
-    return span_usable(checked_span(p, call));
+    const span_t *s = checked_span(p, call);
+    return s->kind == SPAN_SLAB ? s->objsize : s->usable;
 }
 
 /* ---- realloc ----------------------------------------------------------- */
@@ -154,32 +213,31 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
 {
     tcache_t *tc = tls_tcache;
     tc_bin_t *b = &tc->bins[c];
-    if (!tc_bin_empty(b)) {
-        b->nrequests++;
-        void *p = tc_bin_pop(b);
-        if (zero)
-            memset(p, 0, size);
-        return p;
-    }
-    if (tls_state == THREAD_NEW && tcache_create_for_thread())
+    void *p = c < TC_MAX_CLASSES ? tc_bin_pop(b) : NULL;
+    if (p == NULL && tls_state == THREAD_NEW && tcache_create_for_thread())
         return aligned_small(c, size, zero);
-    if (c < TC_MAX_CLASSES && b->ncached_max != 0) {
-        void *p = tcache_alloc_miss(tc, c);
-        if (p != NULL && zero)
-            memset(p, 0, size);
-        return p != NULL ? p : fail_nomem();
+    if (p == NULL && c < TC_MAX_CLASSES && b->ncached_max != 0) {
+        tcache_event(tc);
+        p = tcache_alloc_miss(tc, c);
+        if (p == NULL)
+            return fail_nomem();
     }
-    return alloc_uncached(c, size, zero);
+    if (p == NULL)
+        return alloc_uncached(thread_arena(), c, size, zero || opt.zero);
+    b->nrequests++;
+    if (zero)
+        memset(p, 0, size);
+    return p;
 }
 
 static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
 {
     arena_t *a = thread_arena();
-    bin_t *bin = a != NULL ? arena_phased_bin(a, c, phase) : NULL;
+    bin_t *bin = a != NULL ? arena_special_bin(a, c, phase, false) : NULL;
     void *p;
     if (bin == NULL || bin_fill(bin, &p, 1) == 0)
         return NULL;
-    if (zero)
+    if (zero || opt.zero)
         memset(p, 0, size);
     return p;
 }
@@ -204,7 +262,7 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     arena_t *a = thread_arena();
     if (a == NULL)
         return fail_nomem();
-    large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero};
+    large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero || opt.zero};
     void *p = arena_alloc_large(a, &req);
     return p != NULL ? p : fail_nomem();
 }
@@ -215,6 +273,48 @@ static bool bad_alignment(size_t align)
         return false;
     errno = EINVAL;
     return true;
+}
+
+/* ---- typed and per-arena allocation ------------------------------------ */
+
+/* A block of arena a from its typed bins (type != 0) or plain bins, never
+ * through a thread cache. align is a power of two. */
+static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
+{
+    size_t bytes = size == 0 ? 1 : size;
+    if (align <= PAGE) {
+        unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
+        bin_t *bin = c >= NSMALL ? NULL : typed ? arena_special_bin(a, c, 0, true) : &a->bins[c];
+        void *p;
+        if (bin != NULL && bin_fill(bin, &p, 1) == 1) {
+            span_t *s = span_of(p);
+            if (s->type_ids != NULL) {
+                s->type_ids[span_index_of(s, (uintptr_t)p)] = type;
+                type_count_alloc(type, s->objsize);
+            }
+            if (zero || opt.zero)
+                memset(p, 0, size);
+            return p;
+        }
+    }
+    large_request_t req = {.size = size, .align = align, .zero = zero || opt.zero, .no_tcache = typed,
+                           .type_id = type};
+    void *p = arena_alloc_large(a, &req);
+    return p != NULL ? p : fail_nomem();
+}
+
+static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
+{
+    if (align == 0)
+        align = QUANTUM;
+    if (bad_alignment(align))
+        return NULL;
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return fail_nomem();
+    arena_t *a = thread_arena();
+    if (a == NULL)
+        return fail_nomem();
+    return arena_block(a, size, align, zero, true, type_id_of(type));
 }
 
 /* ---- public dpm_ API --------------------------------------------------- */
@@ -259,4 +359,55 @@ DPM_EXPORT void *dpm_realloc_aligned(void *p, size_t size, size_t align)
     if (unlikely(size > ALLOC_MAX))
         return fail_nomem();
     return realloc_in_span(p, s, size, align, "dpm_realloc_aligned");
+}
+
+DPM_EXPORT void *dpm_malloc_typed(const char *type, size_t size, size_t align)
+{
+    return typed_alloc(type, size, align, false);
+}
+
+DPM_EXPORT void *dpm_zmalloc_typed(const char *type, size_t size, size_t align)
+{
+    return typed_alloc(type, size, align, true);
+}
+
+DPM_EXPORT void *dpm_calloc_typed(const char *type, size_t n, size_t size, size_t align)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total))
+        return fail_nomem();
+    return typed_alloc(type, total, align, true);
+}
+
+DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_t align)
+{
+    if (p == NULL)
+        return typed_alloc(type, size, align, false);
+    if (size == 0) {
+        free_fast(p, "dpm_realloc_typed");
+        return NULL;
+    }
+    size_t old = span_usable(checked_span(p, "dpm_realloc_typed"));
+    void *q = typed_alloc(type, size, align, false);
+    if (q == NULL)
+        return NULL;
+    memcpy(q, p, old < size ? old : size);
+    free_fast(p, "dpm_realloc_typed");
+    return q;
+}
+
+DPM_EXPORT void *dpm_malloc_arena(unsigned arena, size_t size, size_t align)
+{
+    if (align == 0)
+        align = QUANTUM;
+    if (bad_alignment(align))
+        return NULL;
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return fail_nomem();
+    arena_t *a = arena_get(arena);
+    if (a == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return arena_block(a, size, align, false, false, 0);
 }

@@ -3,9 +3,9 @@
  * and the libc overrides (override.c): inline fast paths and the slow
  * paths behind them.
  *
- * malloc fast path: size -> class by table, pop the thread-cache stack.
- * free fast path: two radix loads, the page-map load, a divisibility test
- * that rejects interior and foreign pointers, push on the stack.
+ * malloc fast path (~16 instructions): size -> class by table, pop the
+ * thread-cache stack. free fast path (~33): three radix loads, a
+ * divisibility test that rejects interior and foreign pointers, push.
  * Everything else (misses, overflows, large blocks, misuse) is one call
  * away in alloc.c. May call: tcache, arena, bin.
  */
@@ -35,9 +35,10 @@ DPM_INLINE void *alloc_fast(size_t size)
     else
         return alloc_slow(size);
     tc_bin_t *b = &tls_tcache->bins[c];
-    if (likely(!tc_bin_empty(b))) {
+    void *p = tc_bin_pop(b);
+    if (likely(p != NULL)) {
         b->nrequests++;
-        return tc_bin_pop(b);
+        return p;
     }
     return alloc_slow(size);
 }

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "global.h"
 #include "os.h"
+#include "types.h"
 
 #include <errno.h>
 #include <string.h>
@@ -17,21 +18,38 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
 static unsigned next_arena;
 
-static arena_t *arena_create(unsigned index)
+static void arena_init_fields(arena_t *a, unsigned index, bool manual, const char *name)
 {
-    arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
-    if (a == NULL)
-        return NULL;
     mutex_init(&a->lock);
-    mutex_init(&a->phased_lock);
+    mutex_init(&a->special_lock);
     ph_init(&a->ph, a);
     a->index = index;
+    a->manual = manual;
+    a->destroyed = false;
+    a->nthreads = 0;
+    memset(a->name, 0, sizeof(a->name));
+    if (name != NULL)
+        strncpy(a->name, name, sizeof(a->name) - 1);
     a->dirty_decay_ms = opt.dirty_decay_ms;
     a->muzzy_decay_ms = opt.muzzy_decay_ms;
     a->clock_ns = a->last_decay_ns = os_now_ns();
     for (unsigned c = 0; c < NSMALL; c++)
-        bin_init(&a->bins[c], a, c, 0, c < g.tcache_nclasses ? (uint8_t)c : TC_NONE);
+        bin_init(&a->bins[c], a, c, 0, c < g.tcache_nclasses ? (uint8_t)c : TC_NONE, false);
+}
+
+static arena_t *arena_create(unsigned index, bool manual, const char *name)
+{
+    arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
+    if (a != NULL)
+        arena_init_fields(a, index, manual, name);
     return a;
+}
+
+static void arena_publish(unsigned index, arena_t *a)
+{
+    __atomic_store_n(&arenas[index], a, __ATOMIC_RELEASE);
+    if (index >= narenas_total)
+        __atomic_store_n(&narenas_total, index + 1, __ATOMIC_RELEASE);
 }
 
 arena_t *arena_get(unsigned index)
@@ -40,17 +58,13 @@ arena_t *arena_get(unsigned index)
         return NULL;
     arena_t *a = __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE);
     if (likely(a != NULL))
-        return a;
+        return a->destroyed ? NULL : a;
+    if (index >= narenas_auto)
+        return NULL;   /* manual arenas exist only through arenas.create */
     mutex_lock(&arenas_lock);
     a = arenas[index];
-    if (a == NULL) {
-        a = arena_create(index);
-        if (a != NULL) {
-            __atomic_store_n(&arenas[index], a, __ATOMIC_RELEASE);
-            if (index >= narenas_total)
-                __atomic_store_n(&narenas_total, index + 1, __ATOMIC_RELEASE);
-        }
-    }
+    if (a == NULL && (a = arena_create(index, false, NULL)) != NULL)
+        arena_publish(index, a);
     mutex_unlock(&arenas_lock);
     return a;
 }
@@ -62,34 +76,114 @@ arena_t *arena_choose(void)
     return a != NULL ? a : arena_get(0);
 }
 
-/* ---- phased bins ------------------------------------------------------- */
-
-bin_t *arena_phased_bin(arena_t *a, unsigned c, uint32_t phase)
+int arena_create_manual(const char *name, unsigned *out)
 {
-    unsigned h = (c * 31u + phase * 2654435761u) % ARENA_PHASED_SLOTS;
-    for (unsigned probe = 0; probe < ARENA_PHASED_SLOTS; probe++) {
-        phased_slot_t *slot = &a->phased[(h + probe) % ARENA_PHASED_SLOTS];
+    int err = EAGAIN;
+    mutex_lock(&arenas_lock);
+    for (unsigned i = narenas_auto; i < MAX_ARENAS; i++) {
+        arena_t *a = arenas[i];
+        if (a != NULL && !a->destroyed)
+            continue;
+        if (a != NULL)
+            arena_init_fields(a, i, true, name);
+        else if ((a = arena_create(i, true, name)) == NULL) {
+            err = ENOMEM;
+            break;
+        }
+        arena_publish(i, a);
+        *out = i;
+        err = 0;
+        break;
+    }
+    mutex_unlock(&arenas_lock);
+    return err;
+}
+
+/* ---- special (phased / typed) bins ------------------------------------- */
+
+bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed)
+{
+    unsigned h = (c * 31u + phase * 2654435761u + (typed ? 17u : 0u)) % ARENA_SPECIAL_SLOTS;
+    for (unsigned probe = 0; probe < ARENA_SPECIAL_SLOTS; probe++) {
+        special_slot_t *slot = &a->special[(h + probe) % ARENA_SPECIAL_SLOTS];
         bin_t *bin = __atomic_load_n(&slot->bin, __ATOMIC_ACQUIRE);
         if (bin == NULL) {
-            mutex_lock(&a->phased_lock);
+            mutex_lock(&a->special_lock);
             bin = slot->bin;
             if (bin == NULL) {
                 bin = base_alloc(sizeof(bin_t), CACHELINE);
                 if (bin != NULL) {
-                    bin_init(bin, a, c, phase, TC_NONE);
+                    bin_init(bin, a, c, phase, TC_NONE, typed);
                     slot->size_class = c;
                     slot->phase = phase;
+                    slot->typed = typed;
                     __atomic_store_n(&slot->bin, bin, __ATOMIC_RELEASE);
                 }
             }
-            mutex_unlock(&a->phased_lock);
+            mutex_unlock(&a->special_lock);
             if (bin == NULL)
                 return NULL;
         }
-        if (slot->size_class == c && slot->phase == phase)
+        if (slot->size_class == c && slot->phase == phase && slot->typed == typed)
             return bin;
     }
     return NULL;
+}
+
+/* ---- reset and destroy ------------------------------------------------- */
+
+static void lock_all_bins(arena_t *a, bool lock)
+{
+    for (unsigned c = 0; c < NSMALL; c++)
+        lock ? mutex_lock(&a->bins[c].lock) : mutex_unlock(&a->bins[c].lock);
+    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
+        if (a->special[s].bin != NULL)
+            lock ? mutex_lock(&a->special[s].bin->lock) : mutex_unlock(&a->special[s].bin->lock);
+}
+
+static void forget_all_bins(arena_t *a)
+{
+    for (unsigned c = 0; c < NSMALL; c++)
+        bin_forget_all(&a->bins[c]);
+    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
+        if (a->special[s].bin != NULL)
+            bin_forget_all(a->special[s].bin);
+}
+
+int arena_reset(unsigned index)
+{
+    arena_t *a = index < MAX_ARENAS ? __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE) : NULL;
+    if (a == NULL || a->destroyed)
+        return ENOENT;
+    if (!a->manual)
+        return EPERM;
+    mutex_lock(&a->special_lock);
+    lock_all_bins(a, true);
+    mutex_lock(&a->lock);
+    forget_all_bins(a);
+    ph_release_all(&a->ph);
+    for (unsigned c = 0; c < NLARGE_STATS; c++) {
+        a->large[c].nfree = a->large[c].nmalloc;
+        a->large[c].live_bytes = 0;
+    }
+    mutex_unlock(&a->lock);
+    lock_all_bins(a, false);
+    mutex_unlock(&a->special_lock);
+    return 0;
+}
+
+int arena_destroy(unsigned index)
+{
+    arena_t *a = index < MAX_ARENAS ? __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE) : NULL;
+    if (a != NULL && a->manual && __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) != 0)
+        return EBUSY;
+    int err = arena_reset(index);
+    if (err == 0) {
+        mutex_lock(&arenas_lock);
+        a->destroyed = true;
+        mutex_unlock(&arenas_lock);
+    }
+    return err;
 }
 
 /* ---- decay clock ------------------------------------------------------- */
@@ -195,7 +289,9 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->div_inv = 1;
     s->usable = usable;
     s->size_class = c;
-    s->tcache_class = class_rounded && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE;
+    s->tcache_class = class_rounded && !req->no_tcache && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE;
+    s->type_id = req->type_id;
+    type_count_alloc(req->type_id, usable);
     large_stats_t *ls = &a->large[c - NSMALL];
     ls->nmalloc++;
     ls->live_bytes += usable;
@@ -213,6 +309,7 @@ void arena_free_large(span_t *s)
     large_stats_t *ls = &a->large[s->size_class - NSMALL];
     ls->nfree++;
     ls->live_bytes -= s->usable;
+    type_count_free(s->type_id, s->usable);
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock(&a->lock);
@@ -235,6 +332,10 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
     if (ok && s->usable != before) {
         large_stats_t *ls = &a->large[s->size_class - NSMALL];
         ls->live_bytes += s->usable - before;
+        if (s->type_id != 0) {
+            type_count_free(s->type_id, before);
+            type_count_alloc(s->type_id, s->usable);
+        }
         s->tcache_class = TC_NONE;   /* no longer its class's size */
         arena_tick(a);
     }
@@ -253,15 +354,15 @@ static void for_each_lock(void (*fn)(dpm_mutex_t *), bool reverse)
         if (a == NULL)
             continue;
         if (!reverse)
-            fn(&a->phased_lock);
+            fn(&a->special_lock);
         for (unsigned c = 0; c < NSMALL; c++)
             fn(&a->bins[c].lock);
-        for (unsigned s = 0; s < ARENA_PHASED_SLOTS; s++)
-            if (a->phased[s].bin != NULL)
-                fn(&a->phased[s].bin->lock);
+        for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
+            if (a->special[s].bin != NULL)
+                fn(&a->special[s].bin->lock);
         fn(&a->lock);
         if (reverse)
-            fn(&a->phased_lock);
+            fn(&a->special_lock);
     }
 }
 

@@ -13,14 +13,29 @@
 #include "pages.h"
 
 #define MAX_ARENAS 4096
-#define ARENA_PHASED_SLOTS 64
+#define ARENA_SPECIAL_SLOTS 128
 #define NLARGE_STATS (NCLASSES - NSMALL)
+#define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
+#define ARENA_NAME_MAX 32
 
-typedef struct phased_slot {
+/* A bin other than the plain one of its class: phased (objects laid at an
+ * offset) and/or typed (objects carry a type tag). */
+typedef struct special_slot {
     uint32_t size_class;
     uint32_t phase;
+    uint32_t typed;
     bin_t *bin;
-} phased_slot_t;
+} special_slot_t;
+
+/* Thread-cache counters of threads that exited, kept per arena. */
+typedef struct tc_totals {
+    uint64_t nrequests, nmisses, nfills, nflushes;
+} tc_totals_t;
+
+/* Cycle samples of slow-path calls (stats: cycles per call, VPP style). */
+typedef struct slow_samples {
+    uint64_t alloc_n, alloc_cycles, free_n, free_cycles;
+} slow_samples_t;
 
 typedef struct large_stats {
     uint64_t nmalloc, nfree;
@@ -31,14 +46,20 @@ typedef struct arena {
     dpm_mutex_t lock;              /* page heap, large stats, decay */
     page_heap_t ph;
     unsigned index;
+    bool manual;                   /* made by arenas.create: may be reset/destroyed */
+    bool destroyed;                /* slot free for the next arenas.create */
+    char name[ARENA_NAME_MAX];
     uint32_t nthreads;             /* threads whose tcache points here */
     uint64_t clock_ns;             /* coarse clock, refreshed by ticks */
     uint64_t last_decay_ns;
     uint32_t ticks;
     int64_t dirty_decay_ms, muzzy_decay_ms;
+    uint64_t npurge_calls;
     large_stats_t large[NLARGE_STATS];
-    dpm_mutex_t phased_lock;
-    phased_slot_t phased[ARENA_PHASED_SLOTS];
+    tc_totals_t tc_exited[TC_MAX_CLASSES];
+    slow_samples_t samples_exited;
+    dpm_mutex_t special_lock;
+    special_slot_t special[ARENA_SPECIAL_SLOTS];
     bin_t bins[NSMALL];
 } CACHE_ALIGNED arena_t;
 
@@ -50,15 +71,25 @@ extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
 arena_t *arena_get(unsigned index);
 /* The next arena in round-robin order. */
 arena_t *arena_choose(void);
-/* Bin for objects of class c laid at phase bytes into each slab; NULL if
- * the table is full (the caller then falls back to a large block). */
-bin_t *arena_phased_bin(arena_t *a, unsigned c, uint32_t phase);
-
+/* Bin for objects of class c laid at phase bytes into each slab, typed or
+ * not; NULL if the table is full (callers fall back to a large block). */
+bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
+/* arenas.create: a new arena (reusing a destroyed slot), index in *out.
+ * 0, EAGAIN when all MAX_ARENAS exist, ENOMEM. */
+int arena_create_manual(const char *name, unsigned *out);
+/* Discards every block of a manual arena at once; its segments go back to
+ * the OS. Thread caches that hold its blocks must have been flushed.
+ * 0, EPERM for automatic arenas, ENOENT for unknown ones. */
+int arena_reset(unsigned index);
+/* arena_reset, then the slot becomes free; EBUSY while threads are bound. */
+int arena_destroy(unsigned index);
 typedef struct large_request {
     size_t size;       /* bytes the caller asked for */
     size_t align;      /* power of two; > PAGE means a page-run alignment */
     size_t offset;     /* (p + offset) % align == 0; already reduced mod align */
     bool zero;
+    bool no_tcache;    /* the block must never enter a thread cache */
+    uint16_t type_id;  /* type tag, 0 for none */
 } large_request_t;
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req);

@@ -8,10 +8,11 @@
 #include "arena.h"
 #include "error.h"
 #include "pages.h"
+#include "types.h"
 
 #include <string.h>
 
-void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class)
+void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class, bool typed)
 {
     const sc_info_t *sc = &sc_table[size_class];
     memset(bin, 0, sizeof(*bin));
@@ -23,6 +24,7 @@ void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t pha
     bin->slab_objs = sc->slab_objs;
     bin->size_class = size_class;
     bin->tcache_class = tcache_class;
+    bin->typed = typed;
     if (phase != 0) {
         /* The shifted grid loses phase bytes; grow the slab if that would
          * leave it with no object at all. */
@@ -81,6 +83,13 @@ static span_t *slab_create(bin_t *bin)
         arenas_release_free_memory();
         mutex_lock(&a->lock);
         s = ph_alloc(&a->ph, &req, &zeroed);
+    }
+    if (s != NULL && bin->typed) {
+        s->type_ids = pool_get(&a->ph.type_arrays);
+        if (s->type_ids == NULL) {
+            ph_free(&a->ph, s, a->clock_ns);
+            s = NULL;
+        }
     }
     if (s != NULL) {
         const sc_info_t *sc = &sc_table[bin->size_class];
@@ -145,6 +154,10 @@ static void slab_put(bin_t *bin, span_t *s, void *p)
         dpm_misuse("free", p, "double free of");
     }
     s->free_bits[i / 64] |= bit;
+    if (s->type_ids != NULL) {
+        type_count_free(s->type_ids[i], s->objsize);
+        s->type_ids[i] = 0;
+    }
     if (s->nfree++ == 0 && s != bin->current)
         nonfull_push(bin, s);
     if (s->nfree == bin->slab_objs && s != bin->current)
@@ -209,6 +222,15 @@ void bin_flush(void **objs, unsigned n)
         mutex_unlock(&bin->lock);
         n = left;
     }
+}
+
+void bin_forget_all(bin_t *bin)
+{
+    bin->current = NULL;
+    bin->nonfull = NULL;
+    bin->stats.nfree = bin->stats.nmalloc;
+    bin->stats.nslabs_freed += bin->stats.curslabs;
+    bin->stats.curslabs = 0;
 }
 
 size_t bin_live_objects(const bin_t *bin)

@@ -34,15 +34,19 @@ typedef struct bin {
     uint32_t slab_objs;
     uint32_t size_class;
     uint8_t tcache_class;
+    bool typed;              /* slabs carry a type tag per object */
     bin_stats_t stats;
 } CACHE_ALIGNED bin_t;
 
-void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class);
+void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class, bool typed);
 /* Up to want objects into out; returns how many (0: out of memory). */
 unsigned bin_fill(bin_t *bin, void **out, unsigned want);
 /* Returns n validated small objects (any bins, any arenas) to their slabs.
  * Reorders objs. Aborts on a double free. */
 void bin_flush(void **objs, unsigned n);
+/* Empties the bin's lists after its arena's pages were all released
+ * (arena reset); counts the dropped objects as freed. Bin lock held. */
+void bin_forget_all(bin_t *bin);
 /* Objects currently allocated from this bin (stats, racy read). */
 size_t bin_live_objects(const bin_t *bin);
 /* Checks slab lists and bitmaps; false and a message if broken. */

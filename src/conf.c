@@ -31,6 +31,7 @@ const opt_desc_t opt_table[] = {
     {"muzzy_decay_ms", OPT_SSIZE, &opt.muzzy_decay_ms, -1, INT32_MAX},
     {"background_thread", OPT_BOOL, &opt.background_thread, 0, 1},
     {"stats_print", OPT_BOOL, &opt.stats_print, 0, 1},
+    {"stats_cycles", OPT_BOOL, &opt.stats_cycles, 0, 1},
     {"stats_print_opts", OPT_STRING, opt.stats_print_opts, 0, sizeof(opt.stats_print_opts)},
     {"junk", OPT_BOOL, &opt.junk, 0, 1},
     {"zero", OPT_BOOL, &opt.zero, 0, 1},
@@ -66,8 +67,9 @@ static void warn_token(const char *what, token_t key, token_t val)
     size_t vl = val.len < sizeof(v) - 1 ? val.len : sizeof(v) - 1;
     memcpy(k, key.p, kl);
     k[kl] = '\0';
-    memcpy(v, val.p, vl);
-    v[vl] = '\0';
+    if (val.p != NULL)
+        memcpy(v, val.p, vl);
+    v[val.p != NULL ? vl : 0] = '\0';
     char msg[200] = "";
     strcat(msg, k);
     if (val.p != NULL) {

@@ -26,6 +26,7 @@ typedef struct dpm_opts {
     int64_t muzzy_decay_ms;
     bool background_thread;
     bool stats_print;
+    bool stats_cycles;                /* sample cycles of slow-path calls */
     char stats_print_opts[32];
     bool junk;
     bool zero;

@@ -8,7 +8,11 @@
 #include "error.h"
 #include "global.h"
 #include "os.h"
+#include "background.h"
+#include "stats.h"
 #include "tcache.h"
+
+#include <stdlib.h>
 
 global_t g;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -18,6 +22,8 @@ static void prefork(void)
 {
     if (!g.initialized)
         return;
+    background_prefork();
+    stats_prefork();
     tcaches_prefork();
     arenas_prefork();
     pages_prefork();
@@ -32,6 +38,8 @@ static void postfork_parent(void)
     pages_postfork_parent();
     arenas_postfork_parent();
     tcaches_postfork_parent();
+    stats_postfork_parent();
+    background_postfork_parent();
 }
 
 static void postfork_child(void)
@@ -42,6 +50,8 @@ static void postfork_child(void)
     pages_postfork_child();
     arenas_postfork_child();
     tcaches_postfork_child();
+    stats_postfork_child();
+    background_postfork_child();
 }
 
 static bool init_locked(void)
@@ -51,7 +61,9 @@ static bool init_locked(void)
     narenas_auto = opt.narenas != 0 ? opt.narenas : 4 * g.ncpus;
     if (narenas_auto > MAX_ARENAS)
         narenas_auto = MAX_ARENAS;
-    g.tcache_nclasses = opt.tcache ? tcache_classes_for(opt.tcache_max) : 0;
+    /* junk and zero fill every block on its way in and out: their blocks
+     * take the slow paths, which thread caches would skip. */
+    g.tcache_nclasses = opt.tcache && !opt.junk && !opt.zero ? tcache_classes_for(opt.tcache_max) : 0;
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL)
@@ -59,6 +71,10 @@ static bool init_locked(void)
     __atomic_store_n(&g.initialized, true, __ATOMIC_RELEASE);
     /* May allocate: only now that the heap works. */
     pthread_atfork(prefork, postfork_parent, postfork_child);
+    if (opt.stats_print)
+        atexit(stats_print_at_exit);
+    if (opt.background_thread)
+        background_request_at_start();
     return true;
 }
 

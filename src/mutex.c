@@ -30,3 +30,12 @@ void mutex_stats_add(const dpm_mutex_t *m, mutex_stats_t *out)
     if (mx > out->wait_ns_max)
         out->wait_ns_max = mx;
 }
+
+void mutex_stats_merge(const mutex_stats_t *in, mutex_stats_t *out)
+{
+    out->n_acquired += in->n_acquired;
+    out->n_contended += in->n_contended;
+    out->wait_ns_total += in->wait_ns_total;
+    if (in->wait_ns_max > out->wait_ns_max)
+        out->wait_ns_max = in->wait_ns_max;
+}

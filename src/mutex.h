@@ -26,6 +26,8 @@ void mutex_init(dpm_mutex_t *m);
 void mutex_lock_contended(dpm_mutex_t *m);
 /* Adds m's figures into out (read racily: stats, not synchronisation). */
 void mutex_stats_add(const dpm_mutex_t *m, mutex_stats_t *out);
+/* Adds one set of figures into another. */
+void mutex_stats_merge(const mutex_stats_t *in, mutex_stats_t *out);
 
 DPM_INLINE void mutex_lock(dpm_mutex_t *m)
 {

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "mutex.h"
 #include "os.h"
+#include "types.h"
 
 #include <errno.h>
 
@@ -19,6 +20,7 @@ void ph_init(page_heap_t *ph, struct arena *arena)
     for (int s = 0; s < RUN_NSTATES; s++)
         runs_init(&ph->free_runs[s]);
     pool_init(&ph->spans, sizeof(span_t));
+    pool_init(&ph->type_arrays, SLAB_MAX_OBJS * sizeof(uint16_t));
 }
 
 /* ---- page map ---------------------------------------------------------- */
@@ -241,10 +243,14 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
 
 static span_t *find_run(page_heap_t *ph, size_t need)
 {
+    ph->nsearches++;
     for (int st = RUN_DIRTY; st < RUN_NSTATES; st++) {
         span_t *r = runs_find(&ph->free_runs[st], need);
-        if (r != NULL)
+        if (r != NULL) {
+            ph->nsearch_hits++;
+            ph->ncandidates++;
             return r;
+        }
     }
     return NULL;
 }
@@ -309,6 +315,8 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
 
 void ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
 {
+    if (s->type_ids != NULL)
+        pool_put(&ph->type_arrays, s->type_ids);
     s->seg->free_pages += s->npages;
     ph->active_pages -= s->npages;
     segment_t *seg = s->seg;
@@ -367,6 +375,39 @@ void ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     s->seg->free_pages += cut;
     ph->active_pages -= cut;
     coalesce_and_file(ph, t);
+}
+
+/* Type tags of blocks that an arena reset discards stop counting as live. */
+static void forget_typed_blocks(const span_t *s)
+{
+    if (s->kind == SPAN_LARGE)
+        type_count_free(s->type_id, s->usable);
+    if (s->kind != SPAN_SLAB || s->type_ids == NULL)
+        return;
+    for (uint32_t i = 0; i <= s->last_index; i++)
+        if (s->type_ids[i] != 0)
+            type_count_free(s->type_ids[i], s->objsize);
+}
+
+void ph_release_all(page_heap_t *ph)
+{
+    while (ph->segments != NULL) {
+        segment_t *seg = ph->segments;
+        for (size_t i = seg->first_page; i < seg->npages;) {
+            span_t *s = seg->pagemap[i];
+            i += s->npages;
+            if (s->kind == SPAN_FREE)
+                run_unfile(ph, s);
+            forget_typed_blocks(s);
+            if (s->type_ids != NULL)
+                pool_put(&ph->type_arrays, s->type_ids);
+            pool_put(&ph->spans, s);
+        }
+        segment_unlink(ph, seg);
+        radix_publish(seg, NULL);
+        os_unmap(seg, seg->size);
+    }
+    ph->active_pages = 0;
 }
 
 /* ---- decay ------------------------------------------------------------- */

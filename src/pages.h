@@ -27,12 +27,16 @@ typedef struct page_heap {
     run_index_t free_runs[RUN_NSTATES];
     span_list_t lru[2];               /* dirty, muzzy: oldest first */
     pool_t spans;                     /* span descriptors */
+    pool_t type_arrays;               /* type tags of typed slabs */
     segment_t *segments;
     size_t nsegments;
     size_t mapped_bytes;
     size_t active_pages;              /* pages in slabs and large blocks */
     uint64_t npurge_passes, npurged_lazy, npurged_now;  /* pages */
     uint64_t nsegments_mapped, nsegments_unmapped;
+    uint64_t nsearches;               /* ph_alloc calls */
+    uint64_t nsearch_hits;            /* served by an existing free run */
+    uint64_t ncandidates;             /* runs examined (the first always fits) */
 } page_heap_t;
 
 typedef struct page_request {
@@ -61,6 +65,8 @@ size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzz
 /* Invariant walk over every segment: spans tile each segment, the page map
  * obeys the rule in span.h, indexes agree. False and a message if not. */
 bool ph_check(page_heap_t *ph);
+/* Returns every segment to the OS at once (arena reset). */
+void ph_release_all(page_heap_t *ph);
 /* Fork: the global lock for address-map writes. */
 void pages_prefork(void);
 void pages_postfork_parent(void);

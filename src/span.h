@@ -47,6 +47,7 @@ typedef struct span {
 
     /* Slabs */
     struct bin *bin;
+    uint16_t *type_ids;      /* typed slabs: the type tag of each object */
     uint32_t nfree;
     uint32_t objsize;
     uint64_t free_bits[SLAB_BITMAP_WORDS];  /* 1 = free object */
@@ -54,6 +55,7 @@ typedef struct span {
     /* Large blocks */
     size_t usable;           /* bytes from base to the end of the run */
     uint32_t size_class;
+    uint16_t type_id;        /* typed large blocks: their type tag */
     uint8_t on_list;         /* slab is on its bin's nonfull list */
 } span_t;
 

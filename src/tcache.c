@@ -6,6 +6,7 @@
 #include "error.h"
 #include "global.h"
 
+#include <errno.h>
 #include <string.h>
 
 __thread tcache_t *tls_tcache = &tcache_empty;
@@ -36,7 +37,7 @@ static unsigned nslots_for_class(unsigned c)
         n = opt.tcache_nslots_small_min;
     if (n > opt.tcache_nslots_small_max)
         n = opt.tcache_nslots_small_max;
-    return n;
+    return n > TC_NCACHED_LIMIT ? TC_NCACHED_LIMIT : n;
 }
 
 static void list_link(tcache_t **list, tcache_t *tc)
@@ -58,34 +59,47 @@ static void list_unlink(tcache_t **list, tcache_t *tc)
         tc->next->prev = tc->prev;
 }
 
-static tcache_t *tcache_new(void)
+/* ---- bin layout -------------------------------------------------------- */
+
+static uint16_t low16(void **p) { return (uint16_t)(uintptr_t)p; }
+
+/* An empty bin whose slots end at top, holding at most ncached_max. */
+static void bin_layout(tc_bin_t *b, void **top, unsigned ncached_max)
 {
-    size_t total = 0;
-    for (unsigned c = 0; c < g.tcache_nclasses; c++)
-        total += nslots_for_class(c);
-    tcache_t *tc = base_alloc(sizeof(tcache_t), CACHELINE);
-    void **slots = base_alloc(total * sizeof(void *), CACHELINE);
-    if (tc == NULL || slots == NULL)
-        return NULL;
-    tc->slot_storage = slots;
-    tc->nslots_total = total;
-    return tc;
+    b->top = top;
+    b->head = top;
+    b->ncached_max = (uint16_t)ncached_max;
+    b->top_lo = b->low_lo = low16(top);
+    b->full_lo = low16(top - ncached_max);
 }
 
-static void tcache_reset(tcache_t *tc)
+static bool tcache_alloc_slots(tcache_t *tc)
 {
-    memset(tc->bins, 0, sizeof(tc->bins));
-    memset(tc->stats, 0, sizeof(tc->stats));
-    void **slots = tc->slot_storage;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        unsigned n = nslots_for_class(c);
+        void **slots = base_alloc(n * sizeof(void *), CACHELINE);
+        if (slots == NULL)
+            return false;
+        tc->stats[c].cap = n;
+        bin_layout(&tc->bins[c], slots + n, n);
+    }
+    return true;
+}
+
+/* A cache with fresh counters; slots of a reused cache are kept. */
+static void tcache_reset(tcache_t *tc, arena_t *arena)
+{
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         tc_bin_t *b = &tc->bins[c];
-        b->slots = slots;
-        b->ncached_max = (uint16_t)nslots_for_class(c);
-        b->head = slots + b->ncached_max;
-        b->empty_lo = (uint16_t)(uintptr_t)b->head;
-        b->full_lo = (uint16_t)(uintptr_t)slots;
-        slots += b->ncached_max;
+        uint32_t cap = tc->stats[c].cap;
+        bin_layout(b, b->top, nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
+        b->nrequests = 0;
+        tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
+    tc->samples = (slow_samples_t){0};
+    tc->arena = arena;
+    tc->events = tc->gc_next = 0;
+    tc->enabled = true;
 }
 
 arena_t *thread_arena(void)
@@ -107,10 +121,12 @@ bool tcache_create_for_thread(void)
     if (tc != NULL)
         list_unlink(&tcaches_spare, tc);
     mutex_unlock(&tcaches_lock);
-    if (tc == NULL && (tc = tcache_new()) == NULL)
-        return false;
-    tcache_reset(tc);
-    tc->arena = arena;
+    if (tc == NULL) {
+        tc = base_alloc(sizeof(tcache_t), CACHELINE);
+        if (tc == NULL || !tcache_alloc_slots(tc))
+            return false;
+    }
+    tcache_reset(tc, arena);
     __atomic_fetch_add(&arena->nthreads, 1, __ATOMIC_RELAXED);
     mutex_lock(&tcaches_lock);
     list_link(&tcaches_live, tc);
@@ -121,10 +137,11 @@ bool tcache_create_for_thread(void)
     return true;
 }
 
+/* ---- fill and flush ---------------------------------------------------- */
+
 void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
-    b->nrequests++;
     tc->stats[c].nmisses++;
     if (c >= NSMALL) {
         large_request_t req = {.size = sc_size(c), .align = 1};
@@ -138,22 +155,22 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     if (got == 0)
         return NULL;
     tc->stats[c].nfills++;
-    /* Keep batch[0] for the caller; the rest go on the stack so that the
-     * lowest addresses are popped first. */
+    /* batch[0] goes to the caller; the rest are pushed so that the lowest
+     * addresses are popped first. */
     for (unsigned i = got; i-- > 1;)
         tc_bin_push(b, batch[i]);
+    b->low_lo = low16(b->head);
     return batch[0];
 }
 
-/* Returns the n oldest blocks of bin c (the bottom of the stack, next to
- * its empty end) to their homes. */
+/* Returns the n oldest blocks of bin c (the end of the stack next to top)
+ * to their homes and slides the rest up. */
 static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 {
     tc_bin_t *b = &tc->bins[c];
     if (n == 0)
         return;
-    void **top = b->slots + b->ncached_max;
-    void **oldest = top - n;
+    void **oldest = b->top - n;
     if (c < NSMALL) {
         bin_flush(oldest, n);
     } else {
@@ -161,8 +178,9 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
             arena_free_large(span_of(oldest[i]));
     }
     unsigned keep = (unsigned)(oldest - b->head);
-    memmove(top - keep, b->head, keep * sizeof(void *));
-    b->head = top - keep;
+    memmove(b->top - keep, b->head, keep * sizeof(void *));
+    b->head = b->top - keep;
+    b->low_lo = low16(b->head);
     tc->stats[c].nflushes++;
     tc->stats[c].nflushed_objs += n;
 }
@@ -180,18 +198,142 @@ void tcache_flush_all(tcache_t *tc)
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
 }
 
+/* Blocks the bin held unused since its last trim: the ones below the
+ * low-water mark. */
+static unsigned unused_since_trim(const tc_bin_t *b)
+{
+    uint16_t span = (uint16_t)(b->top_lo - b->low_lo);
+    return span / sizeof(void *);
+}
+
+void tcache_event(tcache_t *tc)
+{
+    if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
+        return;
+    unsigned c = tc->gc_next++ % g.tcache_nclasses;
+    tc_bin_t *b = &tc->bins[c];
+    unsigned idle = unused_since_trim(b);
+    if (idle > tc_bin_count(b))
+        idle = tc_bin_count(b);
+    flush_oldest(tc, c, (idle * 3 + 3) / 4);
+    b->low_lo = low16(b->head);
+}
+
+/* ---- binding and tuning ------------------------------------------------ */
+
+void thread_bind_arena(arena_t *a)
+{
+    if (tls_state == THREAD_CACHED) {
+        tcache_t *tc = tls_tcache;
+        tcache_flush_all(tc);
+        __atomic_fetch_sub(&tc->arena->nthreads, 1, __ATOMIC_RELAXED);
+        tc->arena = a;
+        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    }
+    tls_arena = a;
+}
+
+void thread_tcache_enable(bool on)
+{
+    /* The key keeps the cache while it is disabled: stats, thread exit. */
+    tcache_t *tc = tls_state == THREAD_NEW ? NULL : pthread_getspecific(g.thread_key);
+    if (!on) {
+        if (tls_state == THREAD_CACHED) {
+            tcache_flush_all(tc);
+            tc->enabled = false;
+            tls_tcache = &tcache_empty;
+        }
+        if (tls_state != THREAD_EXITING)
+            tls_state = THREAD_NOCACHE;
+        return;
+    }
+    if (tls_state == THREAD_NOCACHE && tc != NULL) {
+        tc->enabled = true;
+        tls_tcache = tc;
+        tls_state = THREAD_CACHED;
+    } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {
+        tls_state = THREAD_NEW;
+        tcache_create_for_thread();
+    }
+}
+
+int thread_ncached_max_get(size_t size, size_t *out)
+{
+    if (size == 0 || size > ALLOC_MAX)
+        return EINVAL;
+    unsigned c = sc_compute(size);
+    *out = c < g.tcache_nclasses && tls_state == THREAD_CACHED ? tls_tcache->bins[c].ncached_max : 0;
+    return 0;
+}
+
+int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
+{
+    if (size_lo == 0 || size_hi < size_lo || n > TC_NCACHED_LIMIT)
+        return EINVAL;
+    if (tls_state == THREAD_NEW)
+        tcache_create_for_thread();
+    if (tls_state != THREAD_CACHED)
+        return EPERM;
+    tcache_t *tc = tls_tcache;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        if (sc_size(c) < size_lo || sc_size(c) > size_hi)
+            continue;
+        flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
+        if (n > tc->stats[c].cap) {
+            /* Grow the bin's slots; the old ones stay with the metadata. */
+            void **slots = base_alloc(n * sizeof(void *), CACHELINE);
+            if (slots == NULL)
+                return ENOMEM;
+            tc->stats[c].cap = n;
+            tc->bins[c].top = slots + n;
+        }
+        bin_layout(&tc->bins[c], tc->bins[c].top, n);
+    }
+    return 0;
+}
+
+/* ---- thread exit, stats, fork ------------------------------------------ */
+
+/* The counters of an exiting cache live on in its arena. */
+static void absorb_stats(const tcache_t *tc)
+{
+    arena_t *a = tc->arena;
+    mutex_lock(&a->lock);
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        tc_totals_t *t = &a->tc_exited[c];
+        t->nrequests += tc->bins[c].nrequests;
+        t->nmisses += tc->stats[c].nmisses;
+        t->nfills += tc->stats[c].nfills;
+        t->nflushes += tc->stats[c].nflushes;
+    }
+    a->samples_exited.alloc_n += tc->samples.alloc_n;
+    a->samples_exited.alloc_cycles += tc->samples.alloc_cycles;
+    a->samples_exited.free_n += tc->samples.free_n;
+    a->samples_exited.free_cycles += tc->samples.free_cycles;
+    mutex_unlock(&a->lock);
+}
+
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;
-    if (tc == NULL || tc != tls_tcache)
+    if (tc == NULL)
         return;
     tls_tcache = &tcache_empty;
     tls_state = THREAD_EXITING;
     tcache_flush_all(tc);
+    absorb_stats(tc);
     __atomic_fetch_sub(&tc->arena->nthreads, 1, __ATOMIC_RELAXED);
     mutex_lock(&tcaches_lock);
     list_unlink(&tcaches_live, tc);
     list_link(&tcaches_spare, tc);
+    mutex_unlock(&tcaches_lock);
+}
+
+void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg)
+{
+    mutex_lock(&tcaches_lock);
+    for (const tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+        fn(tc, arg);
     mutex_unlock(&tcaches_lock);
 }
 
@@ -204,8 +346,11 @@ void tcaches_postfork_child(void)
     /* Only the forking thread lives on; the other caches' blocks are lost
      * to the child, as in every thread-caching allocator. */
     tcaches_live = NULL;
-    if (tls_state == THREAD_CACHED) {
-        list_link(&tcaches_live, tls_tcache);
-        tls_tcache->arena->nthreads = 1;
+    if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
+        tcache_t *tc = pthread_getspecific(g.thread_key);
+        if (tc != NULL) {
+            list_link(&tcaches_live, tc);
+            tc->arena->nthreads = 1;
+        }
     }
 }

@@ -4,10 +4,12 @@
  * arena's bin in one locked batch, an overflow flushes half a stack back.
  * Blocks freed by a thread other than their allocator simply join that
  * thread's cache and go home in its next flush (batched remote free).
+ * Caches are trimmed by low water: every few slow-path events one bin
+ * gives back 3/4 of the blocks it did not need since its last trim.
  *
- * The fast paths are inline in alloc.c; this room owns the slow halves,
- * creation at a thread's first allocation and teardown at its exit.
- * May call: arena, bin.
+ * The fast paths are inline in alloc.h; this room owns the slow halves,
+ * creation at a thread's first allocation, binding to arenas, tuning, and
+ * teardown at thread exit. May call: arena, bin.
  */
 #ifndef DPM_TCACHE_H
 #define DPM_TCACHE_H
@@ -15,48 +17,63 @@
 #include "arena.h"
 
 /* Indexed by a span's tcache_class, which is TC_NONE (255) for blocks no
- * cache takes: bin 255 always has ncached_max 0, so the free fast path
+ * cache takes: bin 255 is always empty and full, so the free fast path
  * needs no separate test for it. */
 #define TC_NBINS 256
-#define TC_MAX_CLASSES 72   /* up to the class of 8 MiB (tcache_max limit) */
+#define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
+#define TC_GC_EVERY 64          /* slow-path events between trims */
 
-/* A bin's blocks sit in slots[k .. ncached_max) with head = &slots[k]:
- * pop is *head++, push is *--head. Empty and full are told by the low 16
- * bits of head alone (a bin's slots span less than 64 KiB), which keeps
- * both fast paths to one load and one compare. */
+/* A bin's blocks sit in [head, top); pop is *head++, push is *--head.
+ * Three marks are compared by their low 16 bits only (a bin spans less
+ * than 64 KiB): low water (pops reaching it note a new minimum), empty
+ * (head == top) and full (head == top - ncached_max). */
 typedef struct tc_bin {
     void **head;
-    uint16_t empty_lo;       /* low bits of &slots[ncached_max] */
-    uint16_t full_lo;        /* low bits of &slots[0] */
+    uint16_t low_lo;
+    uint16_t top_lo;
+    uint16_t full_lo;
     uint16_t ncached_max;
-    uint16_t low_water;      /* least count since the last trim */
-    void **slots;
-    uint64_t nrequests;      /* allocations asked of this bin */
+    void **top;
+    uint64_t nrequests;          /* allocations asked of this bin */
 } tc_bin_t;
 
 typedef struct tc_bin_stats {
     uint64_t nmisses, nfills, nflushes, nflushed_objs;
+    uint32_t cap;                /* slots below top that belong to the bin */
 } tc_bin_stats_t;
-
-DPM_INLINE bool tc_bin_empty(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->empty_lo; }
-DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
-DPM_INLINE void *tc_bin_pop(tc_bin_t *b) { return *b->head++; }
-DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p) { *--b->head = p; }
-DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b)
-{
-    return b->slots == NULL ? 0 : (unsigned)(b->slots + b->ncached_max - b->head);
-}
 
 typedef struct tcache {
     tc_bin_t bins[TC_NBINS];
     arena_t *arena;
     struct tcache *next, *prev;
-    void **slot_storage;
-    size_t nslots_total;
+    uint32_t events;
+    uint32_t gc_next;
+    bool enabled;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
+    slow_samples_t samples;
 } CACHE_ALIGNED tcache_t;
 
-enum thread_state { THREAD_NEW = 0, THREAD_CACHED = 1, THREAD_EXITING = 2 };
+DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
+DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p) { *--b->head = p; }
+DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b) { return b->top == NULL ? 0 : (unsigned)(b->top - b->head); }
+
+/* Pop, noting a new low water if this pop makes one. NULL when empty. */
+DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
+{
+    void **h = b->head;
+    if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
+        b->head = h + 1;
+        return *h;
+    }
+    if (likely((uint16_t)(uintptr_t)h != b->top_lo)) {
+        b->head = h + 1;
+        b->low_lo = (uint16_t)(uintptr_t)(h + 1);
+        return *h;
+    }
+    return NULL;
+}
+
+enum thread_state { THREAD_NEW = 0, THREAD_CACHED = 1, THREAD_EXITING = 2, THREAD_NOCACHE = 3 };
 
 extern __thread tcache_t *tls_tcache;
 extern __thread uint8_t tls_state;
@@ -65,17 +82,30 @@ extern tcache_t tcache_empty;
 
 /* Number of cached classes for a tcache_max. */
 unsigned tcache_classes_for(size_t tcache_max);
-/* Gives the calling thread a cache; false if it cannot (exiting, OOM). */
+/* Gives the calling thread a cache; false if it cannot (exiting, OOM,
+ * disabled). */
 bool tcache_create_for_thread(void);
-/* A miss in bin c: fills the bin and returns one block, or NULL. */
+/* Bin c is empty: fills it and returns one block, or NULL. */
 void *tcache_alloc_miss(tcache_t *tc, unsigned c);
 /* Bin c is full: flushes half of it and pushes p. */
 void tcache_free_full(tcache_t *tc, unsigned c, void *p);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
+/* Counts a slow-path event; every TC_GC_EVERY trims one bin. */
+void tcache_event(tcache_t *tc);
 /* The arena this thread allocates from. */
 arena_t *thread_arena(void);
+/* Moves the calling thread (and its cache) to arena a. */
+void thread_bind_arena(arena_t *a);
+/* Turns the calling thread's cache on or off (thread.tcache.enabled). */
+void thread_tcache_enable(bool on);
+/* ncached_max of the calling thread's bin for size; set it (0..4096).
+ * Return 0 or an errno value. */
+int thread_ncached_max_get(size_t size, size_t *out);
+int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n);
 void tcache_thread_exit(void *tc);
+/* Calls fn on every live thread cache with the list lock held. */
+void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg);
 void tcaches_prefork(void);
 void tcaches_postfork_parent(void);
 void tcaches_postfork_child(void);

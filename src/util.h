@@ -36,6 +36,20 @@ DPM_INLINE unsigned lg_ceil(size_t x) { return x <= 1 ? 0 : lg_floor(x - 1) + 1;
 DPM_INLINE unsigned ctz64(uint64_t x) { return (unsigned)__builtin_ctzll(x); }
 DPM_INLINE size_t pages_of(size_t bytes) { return (bytes + PAGE_MASK) >> LG_PAGE; }
 
+/* A cheap cycle counter for sampled statistics (never on a fast path). */
+DPM_INLINE uint64_t cpu_cycles(void)
+{
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return 0;
+#endif
+}
+
 void dpm_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 #if defined(DPM_DEBUG) && DPM_DEBUG
 #define dpm_assert(e) ((e) ? (void)0 : dpm_assert_fail(#e, __FILE__, __LINE__))

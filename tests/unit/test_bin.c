@@ -96,7 +96,9 @@ static void test_double_free_caught(arena_t *a)
 int main(void)
 {
     dpm_free(dpm_malloc(1));
-    arena_t *a = arena_get(301);
+    unsigned index;
+    EXPECT_TRUE(arena_create_manual("test_bin", &index) == 0, "arena_create_manual failed");
+    arena_t *a = arena_get(index);
     uint64_t rng = 5;
     for (unsigned c = 0; c < NSMALL; c += 1 + (unsigned)(unit_rand(&rng) % 3))
         exercise_bin(a, &a->bins[c], 16, &rng);

@@ -56,7 +56,9 @@ static void check_new_span(span_t *s, const page_request_t *r, bool zeroed, int 
 int main(void)
 {
     dpm_free(dpm_malloc(1));  /* brings the allocator up */
-    arena_t *a = arena_get(300);
+    unsigned index;
+    EXPECT_TRUE(arena_create_manual("test_pages", &index) == 0, "arena_create_manual failed");
+    arena_t *a = arena_get(index);
     EXPECT_TRUE(a != NULL, "no arena");
     page_heap_t *ph = &a->ph;
     uint64_t rng = 99, now = 1000000000;

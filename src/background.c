@@ -1,0 +1,123 @@
+/*
+ * background.c - the decay thread (see background.h). It wakes every
+ * 1/16 of the shortest decay time (at least 10 ms, at most 1 s), runs the
+ * decay curve of each arena, and sleeps again.
+ */
+#include "background.h"
+#include "arena.h"
+#include "conf.h"
+#include "os.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+bool background_pending;
+static bool wanted, running, stopping;
+static pthread_t thread;
+static pthread_mutex_t bg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
+
+static uint64_t wake_interval_ns(void)
+{
+    int64_t ms = opt.dirty_decay_ms;
+    if (opt.muzzy_decay_ms > 0 && (ms <= 0 || opt.muzzy_decay_ms < ms))
+        ms = opt.muzzy_decay_ms;
+    uint64_t ns = ms > 0 ? (uint64_t)ms * 1000000u / 16 : 100000000u;
+    if (ns < 10000000u)
+        ns = 10000000u;
+    return ns > 1000000000u ? 1000000000u : ns;
+}
+
+static void decay_every_arena(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a == NULL || a->destroyed)
+            continue;
+        mutex_lock(&a->lock);
+        a->clock_ns = a->last_decay_ns = os_now_ns();
+        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
+        mutex_unlock(&a->lock);
+    }
+}
+
+static void *background_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&bg_lock);
+    while (!stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + wake_interval_ns();
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&bg_cond, &bg_lock, &ts);
+        if (stopping)
+            break;
+        pthread_mutex_unlock(&bg_lock);
+        decay_every_arena();
+        pthread_mutex_lock(&bg_lock);
+    }
+    pthread_mutex_unlock(&bg_lock);
+    return NULL;
+}
+
+void background_request_at_start(void)
+{
+    wanted = true;
+    background_pending = true;
+}
+
+void background_maybe_start(void)
+{
+    pthread_mutex_lock(&bg_lock);
+    bool start = wanted && !running;
+    background_pending = false;
+    if (start) {
+        stopping = false;
+        running = pthread_create(&thread, NULL, background_main, NULL) == 0;
+    }
+    pthread_mutex_unlock(&bg_lock);
+}
+
+int background_set(bool on)
+{
+    pthread_mutex_lock(&bg_lock);
+    wanted = on;
+    bool join = !on && running;
+    if (join) {
+        stopping = true;
+        pthread_cond_signal(&bg_cond);
+    }
+    pthread_mutex_unlock(&bg_lock);
+    if (join) {
+        pthread_join(thread, NULL);
+        pthread_mutex_lock(&bg_lock);
+        running = false;
+        pthread_mutex_unlock(&bg_lock);
+    }
+    if (on)
+        background_maybe_start();
+    return 0;
+}
+
+bool background_enabled(void)
+{
+    pthread_mutex_lock(&bg_lock);
+    bool on = wanted && running;
+    pthread_mutex_unlock(&bg_lock);
+    return on;
+}
+
+void background_prefork(void) { pthread_mutex_lock(&bg_lock); }
+void background_postfork_parent(void) { pthread_mutex_unlock(&bg_lock); }
+
+void background_postfork_child(void)
+{
+    pthread_mutex_init(&bg_lock, NULL);
+    pthread_cond_init(&bg_cond, NULL);
+    running = false;   /* threads do not survive fork: restart on demand */
+    background_pending = wanted;
+}

@@ -1,0 +1,27 @@
+/*
+ * background.h - the optional background thread ("background_thread")
+ * that runs decay for every arena on a timer, so that a program which
+ * goes idle still returns its free pages to the OS.
+ * Owns: the thread and its wake-ups. May call: arena, pages, os.
+ */
+#ifndef DPM_BACKGROUND_H
+#define DPM_BACKGROUND_H
+
+#include "util.h"
+
+/* Ask for the thread on (true) or off. Starting is deferred to the next
+ * slow-path call (never under an allocator lock); stopping joins it.
+ * Returns 0 or an errno value. */
+int background_set(bool on);
+bool background_enabled(void);
+/* opt.background_thread: the thread starts at the first slow-path call. */
+void background_request_at_start(void);
+/* Starts the thread if it was asked for and is not running; called from
+ * allocation slow paths with no lock held. */
+void background_maybe_start(void);
+extern bool background_pending;
+void background_prefork(void);
+void background_postfork_parent(void);
+void background_postfork_child(void);
+
+#endif

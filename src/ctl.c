@@ -1,0 +1,551 @@
+/*
+ * ctl.c - dpm_ctl and its name table (see ctl.h). Value types follow
+ * jemalloc's mallctl so that ported code only renames: const char * for
+ * version, uint64_t for epoch and counters, unsigned for arena indices,
+ * size_t for sizes, ssize_t for decay times, bool for flags.
+ */
+#include "ctl.h"
+#include "background.h"
+#include "conf.h"
+#include "global.h"
+#include "os.h"
+#include "stats.h"
+
+#include <dpmalloc.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+/* ---- value plumbing ---------------------------------------------------- */
+
+static bool wants_read(const ctl_call_t *c) { return c->oldp != NULL || c->oldlenp != NULL; }
+static bool wants_write(const ctl_call_t *c) { return c->newp != NULL || c->newlen != 0; }
+
+static int read_out(const ctl_call_t *c, const void *value, size_t len)
+{
+    if (!wants_read(c))
+        return 0;
+    if (c->oldp == NULL || c->oldlenp == NULL || *c->oldlenp != len)
+        return EINVAL;
+    memcpy(c->oldp, value, len);
+    return 0;
+}
+
+/* 1 if a value was written into *value, 0 if none given, or -errno. */
+static int write_in(const ctl_call_t *c, void *value, size_t len)
+{
+    if (!wants_write(c))
+        return 0;
+    if (c->newp == NULL || c->newlen != len)
+        return -EINVAL;
+    memcpy(value, c->newp, len);
+    return 1;
+}
+
+static int read_only(const ctl_call_t *c, const void *value, size_t len)
+{
+    return wants_write(c) ? EPERM : read_out(c, value, len);
+}
+
+static int action_only(const ctl_call_t *c) { return wants_read(c) || wants_write(c) ? EINVAL : 0; }
+
+/* ---- general ----------------------------------------------------------- */
+
+static int h_version(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *v = DPMALLOC_VERSION;
+    return read_only(c, &v, sizeof(v));
+}
+
+static int h_epoch(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    uint64_t e;
+    int w = write_in(c, &e, sizeof(e));
+    if (w < 0)
+        return -w;
+    if (w == 1)
+        stats_refresh();
+    stats_lock();
+    e = stats_current()->epoch;
+    stats_unlock();
+    return read_out(c, &e, sizeof(e));
+}
+
+static int h_background(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    bool old = background_enabled(), v;
+    int w = write_in(c, &v, sizeof(v));
+    if (w < 0)
+        return -w;
+    int err = read_out(c, &old, sizeof(old));
+    if (err == 0 && w == 1)
+        err = background_set(v);
+    return err;
+}
+
+/* ---- arenas.* ---------------------------------------------------------- */
+
+static int h_narenas(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    if (n < narenas_auto)
+        n = narenas_auto;
+    return read_only(c, &n, sizeof(n));
+}
+
+static int h_arenas_create(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *name = NULL;
+    int w = write_in(c, &name, sizeof(name));
+    if (w < 0)
+        return -w;
+    if (c->oldp == NULL || c->oldlenp == NULL || *c->oldlenp != sizeof(unsigned))
+        return EINVAL;
+    unsigned index;
+    int err = arena_create_manual(name, &index);
+    return err != 0 ? err : read_out(c, &index, sizeof(index));
+}
+
+static int h_arenas_lookup(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const void *ptr;
+    if (write_in(c, &ptr, sizeof(ptr)) != 1)
+        return EINVAL;
+    span_t *s = span_of(ptr);
+    if (s == NULL || s->kind == SPAN_FREE)
+        return EINVAL;
+    unsigned index = s->arena->index;
+    return read_out(c, &index, sizeof(index));
+}
+
+static const size_t page_size = PAGE, quantum = QUANTUM;
+static const unsigned nbins_small = NSMALL, nlextents = NLARGE_STATS;
+
+static int h_const_size(const ctl_call_t *c, const void *arg) { return read_only(c, arg, sizeof(size_t)); }
+static int h_const_unsigned(const ctl_call_t *c, const void *arg) { return read_only(c, arg, sizeof(unsigned)); }
+
+static int h_bin_info(const ctl_call_t *c, const void *arg)
+{
+    if (c->idx[0] >= NSMALL)
+        return ENOENT;
+    const sc_info_t *sc = &sc_table[c->idx[0]];
+    const char *what = arg;
+    if (strcmp(what, "nregs") == 0) {
+        uint32_t n = sc->slab_objs;
+        return read_only(c, &n, sizeof(n));
+    }
+    size_t v = strcmp(what, "size") == 0 ? sc->size : (size_t)sc->slab_pages * PAGE;
+    return read_only(c, &v, sizeof(v));
+}
+
+static int h_lextent_size(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    if (c->idx[0] >= NLARGE_STATS)
+        return ENOENT;
+    size_t v = sc_size(NSMALL + (unsigned)c->idx[0]);
+    return read_only(c, &v, sizeof(v));
+}
+
+/* ---- thread.* ---------------------------------------------------------- */
+
+static int h_thread_arena(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    arena_t *cur = thread_arena();
+    unsigned old = cur != NULL ? cur->index : 0, want;
+    int w = write_in(c, &want, sizeof(want));
+    if (w < 0)
+        return -w;
+    int err = read_out(c, &old, sizeof(old));
+    if (err != 0 || w == 0)
+        return err;
+    arena_t *a = arena_get(want);
+    if (a == NULL)
+        return EINVAL;
+    thread_bind_arena(a);
+    return 0;
+}
+
+static int h_tcache_flush(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    int err = action_only(c);
+    if (err == 0 && tls_state == THREAD_CACHED)
+        tcache_flush_all(tls_tcache);
+    return err;
+}
+
+static int h_tcache_enabled(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    bool old = tls_state == THREAD_CACHED || (tls_state == THREAD_NEW && opt.tcache && g.tcache_nclasses > 0), v;
+    int w = write_in(c, &v, sizeof(v));
+    if (w < 0)
+        return -w;
+    int err = read_out(c, &old, sizeof(old));
+    if (err == 0 && w == 1)
+        thread_tcache_enable(v);
+    return err;
+}
+
+static int h_ncached_read(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    size_t size, n;
+    if (write_in(c, &size, sizeof(size)) != 1)
+        return EINVAL;
+    if (tls_state == THREAD_NEW)
+        tcache_create_for_thread();
+    int err = thread_ncached_max_get(size, &n);
+    return err != 0 ? err : read_out(c, &n, sizeof(n));
+}
+
+/* "lo-hi:n|lo-hi:n" */
+static int h_ncached_write(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *spec;
+    if (wants_read(c) || write_in(c, &spec, sizeof(spec)) != 1 || spec == NULL)
+        return EINVAL;
+    while (*spec != '\0') {
+        unsigned long long lo, hi, n;
+        int used = 0;
+        if (sscanf(spec, "%llu-%llu:%llu%n", &lo, &hi, &n, &used) != 3 || used == 0)
+            return EINVAL;
+        int err = thread_ncached_max_set((size_t)lo, (size_t)hi, n > 0xffffffffu ? 0xffffffffu : (unsigned)n);
+        if (err != 0)
+            return err;
+        spec += used;
+        if (*spec == '|')
+            spec++;
+        else if (*spec != '\0')
+            return EINVAL;
+    }
+    return 0;
+}
+
+/* ---- arena.<i>.* ------------------------------------------------------- */
+
+static arena_t *indexed_arena(const ctl_call_t *c)
+{
+    return c->idx[0] < MAX_ARENAS ? arena_get((unsigned)c->idx[0]) : NULL;
+}
+
+static int h_arena_purge(const ctl_call_t *c, const void *arg)
+{
+    arena_t *a = indexed_arena(c);
+    int err = action_only(c);
+    if (err != 0 || a == NULL)
+        return err != 0 ? err : ENOENT;
+    if (arg != NULL) {   /* "decay": follow the curves now */
+        mutex_lock(&a->lock);
+        a->clock_ns = os_now_ns();
+        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
+        mutex_unlock(&a->lock);
+    } else {
+        arena_purge_all(a);
+    }
+    return 0;
+}
+
+static int h_arena_reset(const ctl_call_t *c, const void *arg)
+{
+    int err = action_only(c);
+    if (err != 0)
+        return err;
+    if (c->idx[0] >= MAX_ARENAS)
+        return ENOENT;
+    if (tls_state == THREAD_CACHED)
+        tcache_flush_all(tls_tcache);   /* this thread's cached blocks go first */
+    return arg != NULL ? arena_destroy((unsigned)c->idx[0]) : arena_reset((unsigned)c->idx[0]);
+}
+
+static int h_arena_decay_ms(const ctl_call_t *c, const void *arg)
+{
+    arena_t *a = indexed_arena(c);
+    if (a == NULL)
+        return ENOENT;
+    bool dirty = arg == NULL;
+    ssize_t old = (ssize_t)(dirty ? a->dirty_decay_ms : a->muzzy_decay_ms), v;
+    int w = write_in(c, &v, sizeof(v));
+    if (w < 0)
+        return -w;
+    if (w == 1 && (v < -1 || v > INT32_MAX))
+        return EINVAL;
+    int err = read_out(c, &old, sizeof(old));
+    if (err == 0 && w == 1) {
+        mutex_lock(&a->lock);
+        if (dirty)
+            a->dirty_decay_ms = v;
+        else
+            a->muzzy_decay_ms = v;
+        mutex_unlock(&a->lock);
+    }
+    return err;
+}
+
+static int h_arena_name(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    arena_t *a = indexed_arena(c);
+    if (a == NULL)
+        return ENOENT;
+    const char *name = a->name;
+    return read_only(c, &name, sizeof(name));
+}
+
+/* ---- stats.* ----------------------------------------------------------- */
+
+enum field_kind { F_U32, F_U64, F_SIZE, F_I64_AS_SSIZE };
+typedef struct field {
+    size_t offset;
+    enum field_kind kind;
+} field_t;
+
+#define FIELD(type, member, kind) (&(const field_t){offsetof(type, member), kind})
+
+static int read_field(const ctl_call_t *c, const void *base, const field_t *f)
+{
+    const char *p = (const char *)base + f->offset;
+    switch (f->kind) {
+    case F_U32: {
+        unsigned v = *(const uint32_t *)p;
+        return read_only(c, &v, sizeof(v));
+    }
+    case F_U64: return read_only(c, p, sizeof(uint64_t));
+    case F_SIZE: return read_only(c, p, sizeof(size_t));
+    default: {
+        ssize_t v = (ssize_t) * (const int64_t *)p;
+        return read_only(c, &v, sizeof(v));
+    }
+    }
+}
+
+/* Resolves the snapshot object the name's indices point at. */
+static int h_stat(const ctl_call_t *c, const void *arg, int depth)
+{
+    stats_lock();
+    const stats_snap_t *s = stats_current();
+    const void *base = s;
+    int err = 0;
+    if (depth >= 1) {
+        if (c->idx[0] >= s->narenas || !s->arenas[c->idx[0]].exists)
+            err = ENOENT;
+        else
+            base = &s->arenas[c->idx[0]];
+    }
+    if (err == 0 && depth == 2)
+        base = c->idx[1] < NSMALL ? (const void *)&((const arena_snap_t *)base)->bins[c->idx[1]] : NULL;
+    if (err == 0 && depth == 3)
+        base = c->idx[1] < NLARGE_STATS ? (const void *)&((const arena_snap_t *)base)->large[c->idx[1]] : NULL;
+    if (err == 0 && base == NULL)
+        err = ENOENT;
+    if (err == 0)
+        err = read_field(c, base, arg);
+    stats_unlock();
+    return err;
+}
+
+static int h_stat_global(const ctl_call_t *c, const void *arg) { return h_stat(c, arg, 0); }
+static int h_stat_arena(const ctl_call_t *c, const void *arg) { return h_stat(c, arg, 1); }
+static int h_stat_bin(const ctl_call_t *c, const void *arg) { return h_stat(c, arg, 2); }
+static int h_stat_large(const ctl_call_t *c, const void *arg) { return h_stat(c, arg, 3); }
+
+static int h_stat_lextent_cur(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    stats_lock();
+    const stats_snap_t *s = stats_current();
+    int err = ENOENT;
+    if (c->idx[0] < s->narenas && s->arenas[c->idx[0]].exists && c->idx[1] < NLARGE_STATS) {
+        const large_snap_t *l = &s->arenas[c->idx[0]].large[c->idx[1]];
+        size_t cur = (size_t)(l->nmalloc - l->nfree);
+        err = read_only(c, &cur, sizeof(cur));
+    }
+    stats_unlock();
+    return err;
+}
+
+/* ---- opt.* ------------------------------------------------------------- */
+
+static int h_opt(const ctl_call_t *c, const void *arg)
+{
+    const opt_desc_t *d = arg;
+    switch (d->type) {
+    case OPT_BOOL: return read_only(c, d->value, sizeof(bool));
+    case OPT_UNSIGNED: return read_only(c, d->value, sizeof(unsigned));
+    case OPT_SIZE: return read_only(c, d->value, sizeof(size_t));
+    case OPT_SSIZE: {
+        ssize_t v = (ssize_t) * (const int64_t *)d->value;
+        return read_only(c, &v, sizeof(v));
+    }
+    default: {
+        const char *v = d->value;
+        return read_only(c, &v, sizeof(v));
+    }
+    }
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+#define ARENA_STAT(name, member, kind) {"stats.arenas.#." name, #kind, "r-", h_stat_arena, FIELD(arena_snap_t, member, kind)}
+#define BIN_STAT(name, member, kind) {"stats.arenas.#.bins.#." name, #kind, "r-", h_stat_bin, FIELD(bin_snap_t, member, kind)}
+
+static const ctl_node_t fixed_nodes[] = {
+    {"version", "const char *", "r-", h_version, NULL},
+    {"epoch", "uint64_t", "rw", h_epoch, NULL},
+    {"background_thread", "bool", "rw", h_background, NULL},
+    {"arenas.narenas", "unsigned", "r-", h_narenas, NULL},
+    {"arenas.create", "unsigned", "rw", h_arenas_create, NULL},
+    {"arenas.lookup", "unsigned", "rw", h_arenas_lookup, NULL},
+    {"arenas.page", "size_t", "r-", h_const_size, &page_size},
+    {"arenas.quantum", "size_t", "r-", h_const_size, &quantum},
+    {"arenas.nbins", "unsigned", "r-", h_const_unsigned, &nbins_small},
+    {"arenas.nlextents", "unsigned", "r-", h_const_unsigned, &nlextents},
+    {"arenas.bin.#.size", "size_t", "r-", h_bin_info, "size"},
+    {"arenas.bin.#.nregs", "uint32_t", "r-", h_bin_info, "nregs"},
+    {"arenas.bin.#.slab_size", "size_t", "r-", h_bin_info, "slab_size"},
+    {"arenas.lextent.#.size", "size_t", "r-", h_lextent_size, NULL},
+    {"thread.arena", "unsigned", "rw", h_thread_arena, NULL},
+    {"thread.tcache.flush", "void", "--", h_tcache_flush, NULL},
+    {"thread.tcache.enabled", "bool", "rw", h_tcache_enabled, NULL},
+    {"thread.tcache.ncached_max.read_sizeclass", "size_t", "rw", h_ncached_read, NULL},
+    {"thread.tcache.ncached_max.write", "const char *", "-w", h_ncached_write, NULL},
+    {"arena.#.purge", "void", "--", h_arena_purge, NULL},
+    {"arena.#.decay", "void", "--", h_arena_purge, "decay"},
+    {"arena.#.reset", "void", "--", h_arena_reset, NULL},
+    {"arena.#.destroy", "void", "--", h_arena_reset, "destroy"},
+    {"arena.#.dirty_decay_ms", "ssize_t", "rw", h_arena_decay_ms, NULL},
+    {"arena.#.muzzy_decay_ms", "ssize_t", "rw", h_arena_decay_ms, "muzzy"},
+    {"arena.#.name", "const char *", "r-", h_arena_name, NULL},
+    {"stats.allocated", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, allocated, F_SIZE)},
+    {"stats.active", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, active, F_SIZE)},
+    {"stats.resident", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, resident, F_SIZE)},
+    {"stats.mapped", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, mapped, F_SIZE)},
+    {"stats.retained", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, retained, F_SIZE)},
+    {"stats.metadata", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, metadata, F_SIZE)},
+    {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
+    ARENA_STAT("nthreads", nthreads, F_U32),
+    ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),
+    ARENA_STAT("muzzy_decay_ms", muzzy_decay_ms, F_I64_AS_SSIZE),
+    ARENA_STAT("pactive", active_pages, F_SIZE),
+    ARENA_STAT("pdirty", dirty_pages, F_SIZE),
+    ARENA_STAT("pmuzzy", muzzy_pages, F_SIZE),
+    ARENA_STAT("pclean", clean_pages, F_SIZE),
+    ARENA_STAT("mapped", mapped, F_SIZE),
+    ARENA_STAT("small.allocated", small_allocated, F_SIZE),
+    ARENA_STAT("small.nmalloc", nmalloc_small, F_U64),
+    ARENA_STAT("small.ndalloc", nfree_small, F_U64),
+    ARENA_STAT("large.allocated", large_allocated, F_SIZE),
+    ARENA_STAT("large.nmalloc", nmalloc_large, F_U64),
+    ARENA_STAT("large.ndalloc", nfree_large, F_U64),
+    ARENA_STAT("tcache_bytes", tcache_bytes, F_SIZE),
+    ARENA_STAT("npurge", npurge_passes, F_U64),
+    ARENA_STAT("purged", npurged_now, F_U64),
+    ARENA_STAT("purged_lazy", npurged_lazy, F_U64),
+    ARENA_STAT("searches", nsearches, F_U64),
+    ARENA_STAT("search_hits", nsearch_hits, F_U64),
+    ARENA_STAT("search_candidates", ncandidates, F_U64),
+    ARENA_STAT("mutexes.arena.num_ops", arena_lock.n_acquired, F_U64),
+    ARENA_STAT("mutexes.arena.num_wait", arena_lock.n_contended, F_U64),
+    ARENA_STAT("mutexes.arena.total_wait_time", arena_lock.wait_ns_total, F_U64),
+    ARENA_STAT("mutexes.arena.max_wait_time", arena_lock.wait_ns_max, F_U64),
+    ARENA_STAT("mutexes.bins.num_ops", bins_locks.n_acquired, F_U64),
+    ARENA_STAT("mutexes.bins.num_wait", bins_locks.n_contended, F_U64),
+    ARENA_STAT("mutexes.bins.total_wait_time", bins_locks.wait_ns_total, F_U64),
+    ARENA_STAT("mutexes.bins.max_wait_time", bins_locks.wait_ns_max, F_U64),
+    BIN_STAT("nmalloc", nmalloc, F_U64),
+    BIN_STAT("ndalloc", nfree, F_U64),
+    BIN_STAT("nrequests", nrequests, F_U64),
+    BIN_STAT("curregs", curobjs, F_SIZE),
+    BIN_STAT("curslabs", curslabs, F_SIZE),
+    BIN_STAT("nslabs", nslabs, F_U64),
+    BIN_STAT("nfills", nfills, F_U64),
+    BIN_STAT("nflushes", nflushes, F_U64),
+    BIN_STAT("tcache_misses", tc_misses, F_U64),
+    BIN_STAT("mutex.num_ops", lock.n_acquired, F_U64),
+    BIN_STAT("mutex.num_wait", lock.n_contended, F_U64),
+    BIN_STAT("mutex.total_wait_time", lock.wait_ns_total, F_U64),
+    {"stats.arenas.#.lextents.#.nmalloc", "uint64_t", "r-", h_stat_large, FIELD(large_snap_t, nmalloc, F_U64)},
+    {"stats.arenas.#.lextents.#.ndalloc", "uint64_t", "r-", h_stat_large, FIELD(large_snap_t, nfree, F_U64)},
+    {"stats.arenas.#.lextents.#.curlextents", "size_t", "r-", h_stat_lextent_cur, NULL},
+};
+
+#define MAX_OPT_NODES 64
+static ctl_node_t opt_nodes[MAX_OPT_NODES];
+static char opt_names[MAX_OPT_NODES][48];
+static pthread_once_t opt_nodes_once = PTHREAD_ONCE_INIT;
+
+static const char *opt_type_name(opt_type_t t)
+{
+    static const char *const names[] = {"bool", "unsigned", "size_t", "ssize_t", "const char *"};
+    return names[t];
+}
+
+static void build_opt_nodes(void)
+{
+    for (unsigned i = 0; i < opt_table_len && i < MAX_OPT_NODES; i++) {
+        snprintf(opt_names[i], sizeof(opt_names[i]), "opt.%s", opt_table[i].name);
+        opt_nodes[i] = (ctl_node_t){opt_names[i], opt_type_name(opt_table[i].type), "r-", h_opt, &opt_table[i]};
+    }
+}
+
+unsigned ctl_node_count(void)
+{
+    pthread_once(&opt_nodes_once, build_opt_nodes);
+    return (unsigned)ARRAY_LEN(fixed_nodes) + (opt_table_len < MAX_OPT_NODES ? opt_table_len : MAX_OPT_NODES);
+}
+
+const ctl_node_t *ctl_node_at(unsigned i)
+{
+    pthread_once(&opt_nodes_once, build_opt_nodes);
+    return i < ARRAY_LEN(fixed_nodes) ? &fixed_nodes[i] : &opt_nodes[i - ARRAY_LEN(fixed_nodes)];
+}
+
+/* Matches name against pattern, collecting the numbers at '#'. */
+static bool name_matches(const char *pattern, const char *name, size_t *idx)
+{
+    unsigned k = 0;
+    while (*pattern != '\0' && *name != '\0') {
+        if (*pattern == '#') {
+            size_t v = 0;
+            int digits = 0;
+            while (*name >= '0' && *name <= '9' && digits < 10) {
+                v = v * 10 + (size_t)(*name++ - '0');
+                digits++;
+            }
+            if (digits == 0 || (*name >= '0' && *name <= '9') || k >= CTL_MAX_INDICES)
+                return false;
+            idx[k++] = v;
+            pattern++;
+        } else if (*pattern++ != *name++) {
+            return false;
+        }
+    }
+    return *pattern == '\0' && *name == '\0';
+}
+
+DPM_EXPORT int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+{
+    if (name == NULL)
+        return EINVAL;
+    if (!dpm_ready())
+        return EAGAIN;
+    ctl_call_t call = {.oldp = oldp, .oldlenp = oldlenp, .newp = newp, .newlen = newlen};
+    unsigned n = ctl_node_count();
+    for (unsigned i = 0; i < n; i++) {
+        const ctl_node_t *node = ctl_node_at(i);
+        if (name_matches(node->pattern, name, call.idx))
+            return node->handler(&call, node->arg);
+    }
+    return ENOENT;
+}

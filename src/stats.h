@@ -1,0 +1,77 @@
+/*
+ * stats.h - statistics: a snapshot of every counter, taken on "epoch" and
+ * when printing, and dpm_stats_print over it. Counters themselves live
+ * where they are cheapest to keep (thread caches, bins under their locks,
+ * page heaps under the arena lock) and are only merged here, so no
+ * shared counter is written on a fast path.
+ * Owns: the snapshot and the report layout. May call: every lower room.
+ */
+#ifndef DPM_STATS_H
+#define DPM_STATS_H
+
+#include "mutex.h"
+#include "tcache.h"
+
+typedef struct bin_snap {
+    uint32_t size_class;
+    size_t objsize;
+    uint32_t phase;
+    bool typed;
+    uint32_t slab_pages, slab_objs;
+    uint64_t nmalloc, nfree, nfills, nflushes, nslabs;
+    size_t curslabs, curobjs;
+    /* thread-cache side, merged over the threads of the arena */
+    uint64_t nrequests, tc_misses, tc_fills, tc_flushes;
+    mutex_stats_t lock;
+} bin_snap_t;
+
+typedef struct large_snap {
+    uint64_t nmalloc, nfree;
+    size_t live_bytes;
+} large_snap_t;
+
+typedef struct run_list_snap {
+    size_t nruns, npages, longest_list;
+} run_list_snap_t;
+
+typedef struct arena_snap {
+    bool exists;
+    unsigned index;
+    char name[ARENA_NAME_MAX];
+    bool manual;
+    uint32_t nthreads;
+    int64_t dirty_decay_ms, muzzy_decay_ms;
+    size_t mapped, nsegments, active_pages, dirty_pages, muzzy_pages, clean_pages;
+    size_t small_allocated, large_allocated, tcache_bytes;
+    uint64_t npurge_passes, npurged_lazy, npurged_now;
+    uint64_t nsearches, nsearch_hits, ncandidates;
+    uint64_t nmalloc_small, nfree_small, nrequests_small, nmalloc_large, nfree_large;
+    run_list_snap_t runs[RUN_NSTATES];
+    mutex_stats_t arena_lock, bins_locks;
+    slow_samples_t samples;
+    unsigned nbins;                  /* plain bins, then special ones */
+    bin_snap_t bins[NSMALL + ARENA_SPECIAL_SLOTS];
+    large_snap_t large[NLARGE_STATS];
+} arena_snap_t;
+
+typedef struct stats_snap {
+    uint64_t epoch;
+    size_t allocated, active, resident, mapped, retained, metadata, tcache_bytes;
+    unsigned narenas;
+    arena_snap_t *arenas;           /* narenas entries */
+} stats_snap_t;
+
+/* Takes a new snapshot; returns the new epoch. */
+uint64_t stats_refresh(void);
+/* The current snapshot (valid until the next refresh); refreshes once if
+ * none was taken yet. Callers hold stats_lock(). */
+const stats_snap_t *stats_current(void);
+void stats_lock(void);
+void stats_unlock(void);
+void stats_prefork(void);
+void stats_postfork_parent(void);
+void stats_postfork_child(void);
+/* Prints at exit when opt.stats_print is set. */
+void stats_print_at_exit(void);
+
+#endif
