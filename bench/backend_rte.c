@@ -65,8 +65,11 @@ static const struct backend rte_backend = {
 
 const struct backend *rte_backend_open(void)
 {
-    char *argv[] = {"dpmbench", "--no-huge", "-m", "2048", "--no-pci", "--no-telemetry",
-                    "-l", "0", "--no-shconf", "--log-level=error", NULL};
+    /* its own file prefix keeps clear of a DPDK application on the machine */
+    char *argv[] = {"dpmbench", "--no-huge",        "-m",          "2048",
+                    "--no-pci", "--no-telemetry",   "-l",          "0",
+                    "--no-shconf", "--file-prefix", "dpmbench",    "--log-level=error",
+                    NULL};
     if (rte_eal_init((int)(sizeof argv / sizeof argv[0]) - 1, argv) < 0) {
         fprintf(stderr, "dpmbench: rte_eal_init failed (run as root?)\n");
         return NULL;
