@@ -68,7 +68,6 @@ void *pool_get(pool_t *p)
     }
     void *obj = p->free_list;
     p->free_list = *(void **)obj;
-    memset(obj, 0, p->obj_size);
     p->live++;
     return obj;
 }

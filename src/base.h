@@ -26,6 +26,7 @@ typedef struct pool {
 } pool_t;
 
 void pool_init(pool_t *p, size_t obj_size);
+/* An object of uninitialised contents (callers set every field). */
 void *pool_get(pool_t *p);
 void pool_put(pool_t *p, void *obj);
 

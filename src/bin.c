@@ -86,6 +86,8 @@ static span_t *slab_create(bin_t *bin)
     }
     if (s != NULL && bin->typed) {
         s->type_ids = pool_get(&a->ph.type_arrays);
+        if (s->type_ids != NULL)
+            memset(s->type_ids, 0, SLAB_MAX_OBJS * sizeof(uint16_t));
         if (s->type_ids == NULL) {
             ph_free(&a->ph, s, a->clock_ns);
             s = NULL;

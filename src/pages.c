@@ -89,13 +89,8 @@ static void run_unfile(page_heap_t *ph, span_t *r)
 static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t npages)
 {
     span_t *s = pool_get(&ph->spans);
-    if (s == NULL)
-        return NULL;
-    s->seg = seg;
-    s->arena = ph->arena;
-    s->start = start;
-    s->npages = npages;
-    s->tcache_class = TC_NONE;
+    if (s != NULL)
+        *s = (span_t){.seg = seg, .arena = ph->arena, .start = start, .npages = npages, .tcache_class = TC_NONE};
     return s;
 }
 
@@ -150,12 +145,25 @@ static bool radix_publish(segment_t *seg, span_t **pagemap)
     return ok;
 }
 
+/* Segments grow geometrically with the arena (4, 8, ... 64 MiB of address
+ * space; only touched pages cost memory): fewer mappings, and room for
+ * large blocks to grow in place on realloc. */
+#define SEG_GROWTH_MAX_SHIFT 4
+
+static size_t segment_growth_size(const page_heap_t *ph)
+{
+    uint64_t n = ph->nsegments_mapped < SEG_GROWTH_MAX_SHIFT ? ph->nsegments_mapped : SEG_GROWTH_MAX_SHIFT;
+    return SEG_UNIT << n;
+}
+
 /* A new segment with one clean free run of at least usable_pages pages. */
 static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
 {
     size_t size = segment_size_for(usable_pages);
     if (size == 0)
         return NULL;
+    if (size < segment_growth_size(ph))
+        size = segment_growth_size(ph);
     segment_t *seg = os_map_aligned(size, SEG_UNIT);
     if (seg == NULL)
         return NULL;
@@ -258,14 +266,13 @@ static span_t *find_run(page_heap_t *ph, size_t need)
 /* Splits [from, from+npages) off free run r as a new free run of r's state. */
 static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uintptr_t from, size_t npages)
 {
-    piece->start = from;
-    piece->npages = npages;
-    piece->kind = SPAN_FREE;
-    piece->state = r->state;
-    piece->freed_at_ns = r->freed_at_ns;
+    *piece = (span_t){.seg = r->seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_FREE,
+                      .state = r->state, .start = from, .npages = npages, .freed_at_ns = r->freed_at_ns};
     map_ends(piece);
     run_file(ph, piece);
 }
+
+#define ROOM_TO_GROW_MIN_PAGES 4
 
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
 {
@@ -276,33 +283,35 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
         errno = ENOMEM;
         return NULL;
     }
-    span_t *head = pool_get(&ph->spans);
-    span_t *tail = pool_get(&ph->spans);
-    span_t *r = head && tail ? find_run(ph, need) : NULL;
-    if (r == NULL && head && tail)
+    span_t *r = NULL;
+    /* Big blocks are often realloc'd bigger: prefer a run with room to
+     * grow in place (4x), as a heap top gives glibc. */
+    if (req->npages >= ROOM_TO_GROW_MIN_PAGES && need <= SIZE_MAX / 4)
+        r = find_run(ph, need * 4);
+    if (r == NULL)
+        r = find_run(ph, need);
+    if (r == NULL)
         r = segment_create(ph, need);
     if (r == NULL) {
-        if (head)
+        errno = ENOMEM;
+        return NULL;
+    }
+    uintptr_t start = r->start + ((req->phase - r->start) & (req->align - 1));
+    size_t head_pages = (start - r->start) >> LG_PAGE;
+    size_t tail_pages = r->npages - head_pages - req->npages;
+    span_t *head = head_pages != 0 ? pool_get(&ph->spans) : NULL;
+    span_t *tail = tail_pages != 0 ? pool_get(&ph->spans) : NULL;
+    if ((head_pages != 0 && head == NULL) || (tail_pages != 0 && tail == NULL)) {
+        if (head != NULL)
             pool_put(&ph->spans, head);
-        if (tail)
-            pool_put(&ph->spans, tail);
         errno = ENOMEM;
         return NULL;
     }
     run_unfile(ph, r);
-    uintptr_t start = r->start + ((req->phase - r->start) & (req->align - 1));
-    size_t head_pages = (start - r->start) >> LG_PAGE;
-    size_t tail_pages = r->npages - head_pages - req->npages;
-    *head = (span_t){.seg = r->seg, .arena = ph->arena, .tcache_class = TC_NONE};
-    *tail = *head;
-    if (head_pages != 0)
+    if (head != NULL)
         split_off_free(ph, head, r, r->start, head_pages);
-    else
-        pool_put(&ph->spans, head);
-    if (tail_pages != 0)
+    if (tail != NULL)
         split_off_free(ph, tail, r, start + (req->npages << LG_PAGE), tail_pages);
-    else
-        pool_put(&ph->spans, tail);
     *zeroed = r->state == RUN_CLEAN;
     segment_t *seg = r->seg;
     *r = (span_t){.seg = seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_LARGE,

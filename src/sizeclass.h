@@ -16,8 +16,8 @@
 #define SC_NLINEAR 8
 #define SC_GROUP 4             /* classes per doubling above SC_LINEAR_MAX */
 #define SC_LOOKUP_MAX 4096     /* sizes served by the lookup table */
-#define SMALL_MAX 16384        /* largest class carved from slabs */
-#define NSMALL 36              /* classes 0..35 are small (slab) classes */
+#define SMALL_MAX 14336        /* largest class carved from slabs (16 KiB and up are page runs, which grow in place) */
+#define NSMALL 35              /* classes 0..34 are small (slab) classes */
 #define SC_LG_MAX 46
 #define NCLASSES (SC_NLINEAR + (SC_LG_MAX - 7) * SC_GROUP)
 #define SLAB_MAX_OBJS 512
