@@ -34,17 +34,22 @@ tsan:
 #   make bench-deps   apt-get the peers: jemalloc, mimalloc, tcmalloc, DPDK, gnuplot
 #   BENCH_ARGS="--workloads frag,tunnels --backends dpmalloc,jemalloc" narrows a run
 BENCH_DEBS := libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libdpdk-dev pkg-config gnuplot-nox
-.PHONY: bench-smoke bench-docs
-bench: release
+.PHONY: bench-build bench-smoke bench-docs
+# only what the benchmark needs (dpmbench, libdpmalloc.so), not the tests
+bench-build:
+	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build $(BUILD) -j --target dpmbench
+
+bench: bench-build
 	$(BUILD)/bench/dpmbench --quick $(BENCH_ARGS)
 
-bench-full: release
+bench-full: bench-build
 	$(BUILD)/bench/dpmbench --full $(BENCH_ARGS)
 
-bench-smoke: release
+bench-smoke: bench-build
 	$(BUILD)/bench/dpmbench --smoke $(BENCH_ARGS)
 
-bench-docs: release
+bench-docs: bench-build
 	$(BUILD)/bench/dpmbench --full --docs docs/benchmarks.md $(BENCH_ARGS)
 
 bench-deps:
