@@ -1,0 +1,251 @@
+/*
+ * arenas_threads.c - manual arenas under many threads.
+ *
+ * Proves: arenas made by "arenas.create" (named) can each be bound by
+ * several threads through "thread.arena", which reads back the binding;
+ * every block those threads allocate with dpm_malloc comes from their
+ * arena, and blocks the main thread allocates for them with
+ * dpm_malloc_arena from outside come from the arena asked for, as
+ * "arenas.lookup" confirms for each block; "stats.arenas.<i>.nthreads"
+ * counts the bound threads; "arena.<i>.destroy" gives EBUSY while any
+ * thread is bound (including a thread that bound itself but has not
+ * allocated yet, and one whose cache is disabled), and reset/destroy of an
+ * automatic arena give EPERM; after every thread flushed its cache,
+ * "arena.<i>.reset" drops the arena's live bytes to zero while its threads
+ * keep running and allocating from it; after the threads exit, destroy
+ * succeeds and the arena is gone (name, dpm_malloc_arena, thread.arena all
+ * refuse it), and the next arenas.create reuses a destroyed slot.
+ * dpm_ API only (links dpmalloc_plain; label sanitize).
+ */
+#include "test.h"
+#include "ctl_util.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+enum { NARENAS = 3, NTHREADS = 6, NBLOCKS = 400 };
+
+static unsigned arena_ids[NARENAS];
+static pthread_barrier_t barrier;
+
+struct worker {
+    int id;
+    unsigned arena;           /* bound arena */
+    unsigned seen_binding;    /* thread.arena after binding */
+    int bind_err;
+    void *own[NBLOCKS];       /* dpm_malloc'd by the worker */
+    unsigned own_arena_bad;   /* lookups that disagreed */
+    unsigned after_reset_bad;
+    int flush_err;
+};
+static struct worker workers[NTHREADS];
+
+static unsigned lookup(void *p)
+{
+    unsigned idx = 99999;
+    size_t len = sizeof idx;
+    if (dpm_ctl("arenas.lookup", &idx, &len, &p, sizeof p) != 0)
+        return 88888;
+    return idx;
+}
+
+static size_t block_size(int i) { return (size_t)(16 + (i * 37) % 3000) + (i % 50 == 0 ? 100000 : 0); }
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    w->bind_err = ctl_set("thread.arena", &w->arena, sizeof w->arena);
+    ctl_get("thread.arena", &w->seen_binding, sizeof w->seen_binding);
+    for (int i = 0; i < NBLOCKS; i++) {
+        w->own[i] = dpm_malloc(block_size(i));
+        if (w->own[i] != NULL)
+            memset(w->own[i], w->id, block_size(i));
+    }
+    for (int i = 0; i < NBLOCKS; i++)
+        if (lookup(w->own[i]) != w->arena)
+            w->own_arena_bad++;
+    /* free half: they enter this thread's cache */
+    for (int i = 0; i < NBLOCKS; i += 2)
+        dpm_free(w->own[i]);
+    pthread_barrier_wait(&barrier);   /* 1: main checks bindings, EBUSY */
+    pthread_barrier_wait(&barrier);   /* 2: flush before the reset */
+    w->flush_err = ctl_action("thread.tcache.flush");
+    pthread_barrier_wait(&barrier);   /* 3: main resets arena 0 */
+    pthread_barrier_wait(&barrier);   /* 4: reset done */
+    /* blocks of a reset arena are gone: never touch them again; the arena
+     * itself keeps working */
+    for (int i = 0; i < NBLOCKS; i++) {
+        void *p = dpm_malloc(block_size(i));
+        if (p == NULL || lookup(p) != w->arena)
+            w->after_reset_bad++;
+        if (p != NULL)
+            memset(p, 0x33, block_size(i));
+        dpm_free(p);
+    }
+    ctl_action("thread.tcache.flush");
+    if (w->arena != arena_ids[0])
+        for (int i = 1; i < NBLOCKS; i += 2)
+            dpm_free(w->own[i]);
+    ctl_action("thread.tcache.flush");
+    return NULL;
+}
+
+TEST(bound_threads_reset_destroy)
+{
+    const char *names[NARENAS] = {"net-rx", "net-tx", "control"};
+    unsigned before = CTL_UNS("arenas.narenas");
+    for (int a = 0; a < NARENAS; a++) {
+        size_t len = sizeof arena_ids[a];
+        EXPECT_CTL(dpm_ctl("arenas.create", &arena_ids[a], &len, &names[a], sizeof names[a]), 0);
+        const char *got = NULL;
+        EXPECT_CTL(ctl_get(ctl_name("arena.%u.name", arena_ids[a]), &got, sizeof got), 0);
+        EXPECT(got != NULL && strcmp(got, names[a]) == 0, "arena %u name \"%s\"", arena_ids[a], got ? got : "");
+    }
+    (void)before;
+    EXPECT(CTL_UNS("arenas.narenas") > arena_ids[NARENAS - 1],
+           "arenas.narenas %u", CTL_UNS("arenas.narenas"));
+    pthread_barrier_init(&barrier, NULL, NTHREADS + 1);
+    pthread_t th[NTHREADS];
+    for (int t = 0; t < NTHREADS; t++) {
+        workers[t].id = t + 1;
+        workers[t].arena = arena_ids[t % NARENAS];
+        pthread_create(&th[t], NULL, worker_main, &workers[t]);
+    }
+    /* meanwhile, the main thread allocates into each arena from outside */
+    static void *outside[NARENAS][NBLOCKS];
+    unsigned outside_bad = 0;
+    for (int a = 0; a < NARENAS; a++)
+        for (int i = 0; i < NBLOCKS; i++) {
+            outside[a][i] = dpm_malloc_arena(arena_ids[a], block_size(i), i % 3 == 0 ? 64 : 0);
+            if (outside[a][i] == NULL || lookup(outside[a][i]) != arena_ids[a])
+                outside_bad++;
+        }
+    EXPECT_EQ_U(outside_bad, 0);
+    pthread_barrier_wait(&barrier);   /* 1 */
+    for (int t = 0; t < NTHREADS; t++) {
+        EXPECT_EQ_I(workers[t].bind_err, 0);
+        EXPECT_EQ_U(workers[t].seen_binding, workers[t].arena);
+        EXPECT_EQ_U(workers[t].own_arena_bad, 0);
+    }
+    ctl_refresh();
+    for (int a = 0; a < NARENAS; a++) {
+        EXPECT_EQ_U(CTL_UNS(ctl_name("stats.arenas.%u.nthreads", arena_ids[a])), NTHREADS / NARENAS);
+        EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", arena_ids[a])), EBUSY);
+    }
+    /* automatic arenas are never reset or destroyed */
+    EXPECT_CTL(ctl_action("arena.0.reset"), EPERM);
+    EXPECT_CTL(ctl_action("arena.0.destroy"), EPERM);
+    pthread_barrier_wait(&barrier);   /* 2 */
+    pthread_barrier_wait(&barrier);   /* 3: every worker flushed */
+    unsigned r = arena_ids[0];
+    ctl_refresh();
+    size_t live_before = CTL_SIZE(ctl_name("stats.arenas.%u.small.allocated", r)) +
+                         CTL_SIZE(ctl_name("stats.arenas.%u.large.allocated", r));
+    EXPECT(live_before > 0, "arena %u had no live bytes before the reset", r);
+    EXPECT_CTL(ctl_action(ctl_name("arena.%u.reset", r)), 0);
+    ctl_refresh();
+    EXPECT_EQ_U(CTL_SIZE(ctl_name("stats.arenas.%u.small.allocated", r)), 0);
+    EXPECT_EQ_U(CTL_SIZE(ctl_name("stats.arenas.%u.large.allocated", r)), 0);
+    EXPECT_EQ_U(CTL_SIZE(ctl_name("stats.arenas.%u.pactive", r)), 0);
+    for (int i = 0; i < NBLOCKS; i++)
+        outside[0][i] = NULL;   /* gone with the reset */
+    /* the reset arena serves again, from outside too */
+    void *again = dpm_malloc_arena(r, 1000, 0);
+    EXPECT_NONNULL(again);
+    EXPECT_EQ_U(lookup(again), r);
+    dpm_free(again);
+    pthread_barrier_wait(&barrier);   /* 4 */
+    for (int t = 0; t < NTHREADS; t++) {
+        pthread_join(th[t], NULL);
+        EXPECT_EQ_I(workers[t].flush_err, 0);
+        EXPECT_EQ_U(workers[t].after_reset_bad, 0);
+    }
+    for (int a = 1; a < NARENAS; a++)
+        for (int i = 0; i < NBLOCKS; i++)
+            dpm_free(outside[a][i]);
+    ctl_refresh();
+    for (int a = 0; a < NARENAS; a++)
+        EXPECT_EQ_U(CTL_UNS(ctl_name("stats.arenas.%u.nthreads", arena_ids[a])), 0);
+    /* threads gone: destroy works, and the arenas are gone */
+    for (int a = 0; a < NARENAS; a++) {
+        unsigned id = arena_ids[a];
+        EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", id)), 0);
+        const char *nm;
+        EXPECT_CTL(ctl_get(ctl_name("arena.%u.name", id), &nm, sizeof nm), ENOENT);
+        errno = 0;
+        EXPECT_NULL(dpm_malloc_arena(id, 64, 0));
+        EXPECT_ERRNO(EINVAL);
+        EXPECT_CTL(ctl_set("thread.arena", &id, sizeof id), EINVAL);
+    }
+    unsigned again_id = 0;
+    EXPECT_CTL(ctl_get("arenas.create", &again_id, sizeof again_id), 0);
+    bool reused = false;
+    for (int a = 0; a < NARENAS; a++)
+        reused |= again_id == arena_ids[a];
+    EXPECT(reused, "arenas.create gave %u, not one of the destroyed slots", again_id);
+    EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", again_id)), 0);
+    pthread_barrier_destroy(&barrier);
+}
+
+/* A thread that bound itself to an arena is bound, whether or not it has
+ * allocated yet and whether or not its cache is enabled. */
+static unsigned bind_target;
+static int bind_mode;   /* 0: bind only; 1: allocate, disable cache, bind */
+static pthread_barrier_t bind_barrier;
+
+static void *binder_main(void *arg)
+{
+    (void)arg;
+    if (bind_mode == 1) {
+        void *p = dpm_malloc(32);
+        dpm_free(p);
+        bool off = false;
+        ctl_set("thread.tcache.enabled", &off, sizeof off);
+    }
+    ctl_set("thread.arena", &bind_target, sizeof bind_target);
+    pthread_barrier_wait(&bind_barrier);   /* bound */
+    pthread_barrier_wait(&bind_barrier);   /* main has tried destroy */
+    void *p = dpm_malloc(64);              /* still bound: from the arena */
+    unsigned where = p != NULL ? lookup(p) : 77777;
+    dpm_free(p);
+    ctl_action("thread.tcache.flush");
+    return (void *)(uintptr_t)where;
+}
+
+static void bind_then_destroy(int mode)
+{
+    bind_mode = mode;
+    EXPECT_CTL(ctl_get("arenas.create", &bind_target, sizeof bind_target), 0);
+    pthread_barrier_init(&bind_barrier, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, binder_main, NULL);
+    pthread_barrier_wait(&bind_barrier);
+    ctl_refresh();
+    unsigned nthreads = CTL_UNS(ctl_name("stats.arenas.%u.nthreads", bind_target));
+    int e = ctl_action(ctl_name("arena.%u.destroy", bind_target));
+    EXPECT(e == EBUSY && nthreads == 1,
+           "%s: thread bound to arena %u: nthreads %u, arena.%u.destroy gave %d (expected 1 and EBUSY %d)",
+           mode == 0 ? "bound before its first allocation" : "bound with its cache disabled", bind_target,
+           nthreads, bind_target, e, EBUSY);
+    pthread_barrier_wait(&bind_barrier);
+    void *ret;
+    pthread_join(t, &ret);
+    if (e == EBUSY) {
+        EXPECT_EQ_U((uintptr_t)ret, bind_target);
+        EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", bind_target)), 0);
+    }
+    pthread_barrier_destroy(&bind_barrier);
+}
+
+TEST(destroy_busy_when_bound_before_first_allocation) { bind_then_destroy(0); }
+TEST(destroy_busy_when_bound_with_cache_disabled) { bind_then_destroy(1); }
+
+int main(void)
+{
+    void *warm = dpm_malloc(1);
+    dpm_free(warm);
+    RUN(bound_threads_reset_destroy);
+    RUN(destroy_busy_when_bound_before_first_allocation);
+    RUN(destroy_busy_when_bound_with_cache_disabled);
+    return test_done();
+}

@@ -1,0 +1,96 @@
+/*
+ * conf_child.c - helper of conf_test: starts dpmalloc (one allocation), then
+ * prints every option as "opt.<key>=<value>" read back through dpm_ctl, plus
+ * a few derived values ("bin.<j>.slab_size", "ncached.<size>",
+ * "tcache.enabled", "narenas") on stdout, one per line. Built twice: plain,
+ * and with CONF_DEFINE_SYMBOL, where it also defines the application string
+ * `dpm_conf` (which DPMALLOC_CONF must override key by key).
+ */
+#include <dpmalloc.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "ctl.h"
+
+#ifdef CONF_DEFINE_SYMBOL
+const char *dpm_conf = "narenas:3,tcache_max:4096,dirty_decay_ms:777,no_such_key:1";
+#endif
+
+static int print_opt(const ctl_node_t *n)
+{
+    size_t len;
+    int e;
+    if (strcmp(n->type, "bool") == 0) {
+        bool v;
+        len = sizeof v;
+        if ((e = dpm_ctl(n->pattern, &v, &len, NULL, 0)) == 0)
+            printf("%s=%d\n", n->pattern, v ? 1 : 0);
+    } else if (strcmp(n->type, "unsigned") == 0) {
+        unsigned v;
+        len = sizeof v;
+        if ((e = dpm_ctl(n->pattern, &v, &len, NULL, 0)) == 0)
+            printf("%s=%u\n", n->pattern, v);
+    } else if (strcmp(n->type, "size_t") == 0) {
+        size_t v;
+        len = sizeof v;
+        if ((e = dpm_ctl(n->pattern, &v, &len, NULL, 0)) == 0)
+            printf("%s=%zu\n", n->pattern, v);
+    } else if (strcmp(n->type, "ssize_t") == 0) {
+        ssize_t v;
+        len = sizeof v;
+        if ((e = dpm_ctl(n->pattern, &v, &len, NULL, 0)) == 0)
+            printf("%s=%zd\n", n->pattern, v);
+    } else if (strcmp(n->type, "const char *") == 0) {
+        const char *v;
+        len = sizeof v;
+        if ((e = dpm_ctl(n->pattern, &v, &len, NULL, 0)) == 0)
+            printf("%s=%s\n", n->pattern, v != NULL ? v : "(null)");
+    } else {
+        fprintf(stderr, "conf_child: %s has unknown type %s\n", n->pattern, n->type);
+        return 1;
+    }
+    if (e != 0) {
+        fprintf(stderr, "conf_child: dpm_ctl(%s) as %s failed: %d\n", n->pattern, n->type, e);
+        return 1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    int bad = 0;
+    void *p = dpm_malloc(24);   /* initialise: the options are parsed now */
+    if (p == NULL)
+        return 2;
+    dpm_free(p);
+    for (unsigned i = 0; i < ctl_node_count(); i++) {
+        const ctl_node_t *n = ctl_node_at(i);
+        if (strncmp(n->pattern, "opt.", 4) == 0)
+            bad |= print_opt(n);
+    }
+    for (unsigned j = 0; j < 8; j++) {
+        size_t v;
+        char name[64];
+        snprintf(name, sizeof name, "arenas.bin.%u.slab_size", j);
+        if (dpm_ctl(name, &v, &(size_t){sizeof v}, NULL, 0) == 0)
+            printf("bin.%u.slab_size=%zu\n", j, v);
+    }
+    static const size_t sizes[] = {16, 64, 1024, 4096, 16384, 32768, 65536};
+    for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t sz = sizes[k], n = 0, len = sizeof n;
+        if (dpm_ctl("thread.tcache.ncached_max.read_sizeclass", &n, &len, &sz, sizeof sz) == 0)
+            printf("ncached.%zu=%zu\n", sz, n);
+    }
+    bool en = false;
+    if (dpm_ctl("thread.tcache.enabled", &en, &(size_t){sizeof en}, NULL, 0) == 0)
+        printf("tcache.enabled=%d\n", en ? 1 : 0);
+    unsigned na = 0;
+    if (dpm_ctl("arenas.narenas", &na, &(size_t){sizeof na}, NULL, 0) == 0)
+        printf("narenas=%u\n", na);
+    fflush(stdout);
+    return bad;
+}

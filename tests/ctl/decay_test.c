@@ -1,0 +1,185 @@
+/*
+ * decay_test.c - freed memory goes back to the OS on the decay schedule.
+ *
+ * Proves, in child processes (this program re-executed with DPMALLOC_CONF
+ * set) that allocate 200 MiB in 4 MiB blocks, touch every page, free them
+ * and watch the resident set size (/proc/self/statm):
+ *   - dirty_decay_ms:200,muzzy_decay_ms:0: RSS stays up right after the
+ *     frees, then falls below baseline + 48 MiB within 1.5 s while the
+ *     program keeps allocating (activity drives decay);
+ *   - the same plus background_thread:true: RSS falls within 1.5 s while
+ *     the program only sleeps (the background thread drives decay);
+ *   - dirty_decay_ms:-1 (with the background thread on and activity): RSS
+ *     does not fall within 1 s; "arena.<i>.purge" then drops it at once;
+ *   - dirty_decay_ms:0: RSS is down as soon as the frees return.
+ * Each child prints key=value lines; the parent checks them.
+ */
+#include "test.h"
+#include "ctl_util.h"
+
+#include <stdbool.h>
+
+#define MiB ((size_t)1 << 20)
+enum { NBLOCKS = 50 };
+#define BLOCK (4 * MiB)
+
+static char self_exe[4096];
+
+/* Allocation activity that reaches the arena: small blocks kept a while,
+ * and blocks above the thread-cache limit. */
+static void activity(void)
+{
+    static void *keep[256];
+    static unsigned next;
+    for (int i = 0; i < 64; i++) {
+        unsigned k = next++ % 256;
+        dpm_free(keep[k]);
+        keep[k] = dpm_malloc(16 + (size_t)(next * 37 % 2000));
+    }
+    void *big = dpm_malloc(40000 + (next % 8) * 4096);
+    dpm_free(big);
+}
+
+static int child(const char *mode)
+{
+    bool idle = strcmp(mode, "idle") == 0, never = strcmp(mode, "never") == 0;
+    bool immediate = strcmp(mode, "immediate") == 0;
+    double wait_s = never ? 1.0 : 1.5;
+    for (int i = 0; i < 100; i++)
+        activity();
+    size_t base = rss_bytes();
+    static void *blocks[NBLOCKS];
+    for (int i = 0; i < NBLOCKS; i++) {
+        blocks[i] = dpm_malloc(BLOCK);
+        if (blocks[i] == NULL) {
+            printf("error=allocation failed\n");
+            return 1;
+        }
+        memset(blocks[i], 0x77, BLOCK);
+    }
+    size_t peak = rss_bytes();
+    for (int i = 0; i < NBLOCKS; i++)
+        dpm_free(blocks[i]);
+    size_t after_free = rss_bytes();
+    double t0 = test_now_s(), fell_at = -1;
+    size_t now = after_free;
+    if (!immediate) {
+        while (test_now_s() - t0 < wait_s) {
+            if (idle) {
+                usleep(20000);
+            } else {
+                for (int k = 0; k < 20; k++)
+                    activity();
+                usleep(1000);
+            }
+            now = rss_bytes();
+            if (now < base + 48 * MiB && fell_at < 0) {
+                fell_at = test_now_s() - t0;
+                if (!never)
+                    break;
+            }
+        }
+    }
+    printf("base=%zu\npeak=%zu\nafter_free=%zu\nfinal=%zu\nfell_at_ms=%d\n", base, peak, after_free, now,
+           fell_at < 0 ? -1 : (int)(fell_at * 1000));
+    if (never) {
+        unsigned a = 0;
+        size_t len = sizeof a;
+        int e = dpm_ctl("thread.arena", &a, &len, NULL, 0);
+        char name[64];
+        snprintf(name, sizeof name, "arena.%u.purge", a);
+        int p = dpm_ctl(name, NULL, NULL, NULL, 0);
+        printf("purge_err=%d\nafter_purge=%zu\n", e != 0 ? e : p, rss_bytes());
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static struct spawn_result res;
+
+static size_t kv(const char *key)
+{
+    char v[64];
+    if (!find_kv(res.out, key, v, sizeof v)) {
+        TEST_FAIL("%s missing from the child's output:\n%s\n%s", key, res.out, res.err);
+        return 0;
+    }
+    return (size_t)strtoll(v, NULL, 10);
+}
+
+static bool run_mode(const char *mode, const char *conf)
+{
+    char *argv[] = {self_exe, "--child", (char *)mode, NULL};
+    char env[256];
+    snprintf(env, sizeof env, "DPMALLOC_CONF=%s", conf);
+    const char *envp[] = {env, NULL};
+    spawn_capture(argv, envp, 20, &res);
+    if (!SPAWN_OK(&res))
+        return false;
+    fprintf(stderr, "    [%s] %s: base %zu MiB, peak %zu, after free %zu, final %zu, fell at %d ms\n", mode, conf,
+            kv("base") / MiB, kv("peak") / MiB, kv("after_free") / MiB, kv("final") / MiB, (int)kv("fell_at_ms"));
+    size_t base = kv("base"), peak = kv("peak");
+    EXPECT(peak >= base + 180 * MiB, "[%s] peak RSS %zu MiB not 180 MiB above the baseline %zu MiB", mode,
+           peak / MiB, base / MiB);
+    return true;
+}
+
+TEST(activity_drives_decay)
+{
+    if (!run_mode("activity", "dirty_decay_ms:200,muzzy_decay_ms:0"))
+        return;
+    size_t base = kv("base"), after = kv("after_free"), final = kv("final");
+    int fell = (int)kv("fell_at_ms");
+    EXPECT(after >= base + 150 * MiB, "RSS %zu MiB right after the frees: purged before the 200 ms decay time",
+           after / MiB);
+    EXPECT(final < base + 48 * MiB && fell >= 0, "RSS still %zu MiB (baseline %zu) after 1.5 s of activity",
+           final / MiB, base / MiB);
+}
+
+TEST(background_thread_decays_idle_process)
+{
+    if (!run_mode("idle", "dirty_decay_ms:200,muzzy_decay_ms:0,background_thread:true"))
+        return;
+    size_t base = kv("base"), final = kv("final");
+    EXPECT(final < base + 48 * MiB && (int)kv("fell_at_ms") >= 0,
+           "RSS still %zu MiB (baseline %zu) after 1.5 s idle with the background thread", final / MiB,
+           base / MiB);
+}
+
+TEST(no_decay_keeps_pages_until_purge)
+{
+    if (!run_mode("never", "dirty_decay_ms:-1,muzzy_decay_ms:-1,background_thread:true"))
+        return;
+    size_t base = kv("base"), final = kv("final"), purged = kv("after_purge");
+    EXPECT(final >= base + 150 * MiB && (int)kv("fell_at_ms") < 0,
+           "dirty_decay_ms:-1: RSS fell to %zu MiB (baseline %zu) within 1 s", final / MiB, base / MiB);
+    EXPECT_EQ_U(kv("purge_err"), 0);
+    EXPECT(purged < base + 48 * MiB, "RSS %zu MiB (baseline %zu) right after arena.<i>.purge", purged / MiB,
+           base / MiB);
+}
+
+TEST(zero_decay_purges_at_once)
+{
+    if (!run_mode("immediate", "dirty_decay_ms:0,muzzy_decay_ms:0"))
+        return;
+    size_t base = kv("base"), after = kv("after_free");
+    EXPECT(after < base + 48 * MiB, "dirty_decay_ms:0: RSS %zu MiB (baseline %zu) right after the frees",
+           after / MiB, base / MiB);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0)
+        return child(argv[2]);
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "readlink /proc/self/exe failed\n");
+        return 2;
+    }
+    self_exe[n] = '\0';
+    RUN(activity_drives_decay);
+    RUN(background_thread_decays_idle_process);
+    RUN(no_decay_keeps_pages_until_purge);
+    RUN(zero_decay_purges_at_once);
+    return test_done();
+}
