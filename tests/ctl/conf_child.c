@@ -91,6 +91,24 @@ int main(void)
     unsigned na = 0;
     if (dpm_ctl("arenas.narenas", &na, &(size_t){sizeof na}, NULL, 0) == 0)
         printf("narenas=%u\n", na);
+    /* the kernel's view of a large block's mapping (thp option) */
+    void *big = dpm_malloc((size_t)8 << 20);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    unsigned long lo = 0, hi = 0;
+    bool inside = false;
+    while (big != NULL && f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (uintptr_t)big >= lo && (uintptr_t)big < hi;
+        else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            printf("vmflags=%s \n", line + 8);
+            inside = false;
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+    dpm_free(big);
     fflush(stdout);
     return bad;
 }

@@ -14,7 +14,8 @@
  * line; garbage strings (empty, commas only, colons, very long, control
  * characters) never crash; the last of duplicated keys wins; a program that
  * defines `const char *dpm_conf` gets those settings, with DPMALLOC_CONF
- * overriding them key by key.
+ * overriding them key by key; thp:always / thp:never show up as the
+ * hg / nh VmFlags of the allocator's mappings.
  *
  * usage: test_ctl_conf <conf_child> <conf_symbol_child>
  */
@@ -411,6 +412,26 @@ TEST(dpm_conf_symbol)
     }
 }
 
+/* thp:always / thp:never must reach the kernel as MADV_HUGEPAGE /
+ * MADV_NOHUGEPAGE on the allocator's segments ("hg" / "nh" in the VmFlags
+ * of /proc/self/smaps for the mapping holding an 8 MiB block). */
+TEST(thp_reaches_the_kernel)
+{
+    static const char *const cases[][3] = {{"thp:always", " hg ", " nh "}, {"thp:never", " nh ", " hg "}};
+    for (size_t i = 0; i < 2; i++) {
+        run_conf(child_path, cases[i][0], &res);
+        if (!SPAWN_OK(&res))
+            continue;
+        char flags[512];
+        if (!find_kv(res.out, "vmflags", flags, sizeof flags)) {
+            TEST_FAIL("%s: no VmFlags for the block's mapping in /proc/self/smaps", cases[i][0]);
+            continue;
+        }
+        EXPECT(strstr(flags, cases[i][1]) != NULL && strstr(flags, cases[i][2]) == NULL,
+               "%s: VmFlags of the segment \"%s\" lack \"%s\"", cases[i][0], flags, cases[i][1]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -431,5 +452,6 @@ int main(int argc, char **argv)
     RUN(last_duplicate_wins);
     RUN(small_min_above_max_is_clamped);
     RUN(dpm_conf_symbol);
+    RUN(thp_reaches_the_kernel);
     return test_done();
 }
