@@ -14,7 +14,9 @@
  * "arena.<i>.reset" drops the arena's live bytes to zero while its threads
  * keep running and allocating from it; after the threads exit, destroy
  * succeeds and the arena is gone (name, dpm_malloc_arena, thread.arena all
- * refuse it), and the next arenas.create reuses a destroyed slot.
+ * refuse it), and the next arenas.create reuses a destroyed slot; a
+ * binding made while the thread's cache is disabled still holds once the
+ * cache is enabled again.
  * dpm_ API only (links dpmalloc_plain; label sanitize).
  */
 #include "test.h"
@@ -240,6 +242,49 @@ static void bind_then_destroy(int mode)
 TEST(destroy_busy_when_bound_before_first_allocation) { bind_then_destroy(0); }
 TEST(destroy_busy_when_bound_with_cache_disabled) { bind_then_destroy(1); }
 
+/* A binding made while the thread's cache is disabled holds after the
+ * cache is enabled again: blocks come from the bound arena. */
+static void *toggle_main(void *arg)
+{
+    unsigned target = *(unsigned *)arg;
+    static unsigned result[4];
+    void *p = dpm_malloc(64);   /* the thread gets a cache, on some arena */
+    dpm_free(p);
+    bool off = false, on = true;
+    ctl_set("thread.tcache.enabled", &off, sizeof off);
+    ctl_set("thread.arena", &target, sizeof target);
+    p = dpm_malloc(64);
+    result[0] = lookup(p);
+    dpm_free(p);
+    ctl_set("thread.tcache.enabled", &on, sizeof on);
+    ctl_get("thread.arena", &result[1], sizeof result[1]);
+    p = dpm_malloc(64);
+    result[2] = lookup(p);
+    dpm_free(p);
+    p = dpm_malloc(3000);
+    result[3] = lookup(p);
+    dpm_free(p);
+    ctl_action("thread.tcache.flush");
+    return result;
+}
+
+TEST(binding_survives_cache_toggle)
+{
+    unsigned m = 0;
+    EXPECT_CTL(ctl_get("arenas.create", &m, sizeof m), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, toggle_main, &m);
+    void *ret = NULL;
+    pthread_join(t, &ret);
+    const unsigned *r = ret;
+    EXPECT(r[0] == m, "cache disabled, bound to %u: block from arena %u", m, r[0]);
+    EXPECT(r[1] == m, "thread.arena reads %u after re-enabling the cache, bound to %u", r[1], m);
+    EXPECT(r[2] == m && r[3] == m,
+           "cache re-enabled, thread.arena %u: 64-byte block from arena %u, 3000-byte block from arena %u", r[1],
+           r[2], r[3]);
+    EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", m)), 0);
+}
+
 int main(void)
 {
     void *warm = dpm_malloc(1);
@@ -247,5 +292,6 @@ int main(void)
     RUN(bound_threads_reset_destroy);
     RUN(destroy_busy_when_bound_before_first_allocation);
     RUN(destroy_busy_when_bound_with_cache_disabled);
+    RUN(binding_survives_cache_toggle);
     return test_done();
 }

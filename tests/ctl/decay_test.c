@@ -11,6 +11,8 @@
  *     the program only sleeps (the background thread drives decay);
  *   - dirty_decay_ms:-1 (with the background thread on and activity): RSS
  *     does not fall within 1 s; "arena.<i>.purge" then drops it at once;
+ *   - dirty_decay_ms:-1 at start, then "arena.<i>.dirty_decay_ms" = 100
+ *     written at run time: RSS falls within 1.5 s of activity;
  *   - dirty_decay_ms:0: RSS is down as soon as the frees return.
  * Each child prints key=value lines; the parent checks them.
  */
@@ -43,7 +45,19 @@ static void activity(void)
 static int child(const char *mode)
 {
     bool idle = strcmp(mode, "idle") == 0, never = strcmp(mode, "never") == 0;
-    bool immediate = strcmp(mode, "immediate") == 0;
+    bool immediate = strcmp(mode, "immediate") == 0, runtime = strcmp(mode, "runtime") == 0;
+    if (runtime) {
+        /* started with decay off; switch this thread's arena to 100 ms */
+        unsigned a = 0;
+        size_t len = sizeof a;
+        ssize_t ms = 100;
+        char name[64];
+        int e = dpm_ctl("thread.arena", &a, &len, NULL, 0);
+        snprintf(name, sizeof name, "arena.%u.dirty_decay_ms", a);
+        if (e == 0)
+            e = dpm_ctl(name, NULL, NULL, &ms, sizeof ms);
+        printf("set_err=%d\n", e);
+    }
     double wait_s = never ? 1.0 : 1.5;
     for (int i = 0; i < 100; i++)
         activity();
@@ -158,6 +172,18 @@ TEST(no_decay_keeps_pages_until_purge)
            base / MiB);
 }
 
+TEST(decay_time_set_at_run_time)
+{
+    if (!run_mode("runtime", "dirty_decay_ms:-1,muzzy_decay_ms:0"))
+        return;
+    size_t base = kv("base"), final = kv("final");
+    EXPECT_EQ_U(kv("set_err"), 0);
+    EXPECT(final < base + 48 * MiB && (int)kv("fell_at_ms") >= 0,
+           "arena.<i>.dirty_decay_ms set to 100 at run time: RSS still %zu MiB (baseline %zu) after 1.5 s of "
+           "activity",
+           final / MiB, base / MiB);
+}
+
 TEST(zero_decay_purges_at_once)
 {
     if (!run_mode("immediate", "dirty_decay_ms:0,muzzy_decay_ms:0"))
@@ -180,6 +206,7 @@ int main(int argc, char **argv)
     RUN(activity_drives_decay);
     RUN(background_thread_decays_idle_process);
     RUN(no_decay_keeps_pages_until_purge);
+    RUN(decay_time_set_at_run_time);
     RUN(zero_decay_purges_at_once);
     return test_done();
 }
