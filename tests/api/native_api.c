@@ -251,9 +251,11 @@ TEST(aligned_at_property)
         size_t align = (size_t)1 << lg;
         size_t offs[NOFF] = {0, 1, 4, align - 1, align + 4,
                              (size_t)test_rand(&rng)};
+        /* large blocks up to 4 MiB (512 KiB under the slow sanitizers) */
         size_t big = align + align / 2;
-        if (big > ((size_t)4 << 20))
-            big = (size_t)4 << 20;
+        size_t big_cap = TEST_SANITIZED ? (size_t)512 << 10 : (size_t)4 << 20;
+        if (big > big_cap)
+            big = big_cap;
         size_t sizes[NSIZE] = {0, 1, 40 + (size_t)(test_rand(&rng) % 200),
                                big};
         void *live[NLIVE];
@@ -520,7 +522,7 @@ TEST(random_mixed)
     static size_t sz[SLOTS];
     static uint32_t tag[SLOTS];
     uint64_t rng = 7;
-    int ops = TEST_SANITIZED ? OPS / 4 : OPS;
+    int ops = TEST_TSAN ? OPS / 8 : TEST_SANITIZED ? OPS / 4 : OPS;
     for (int op = 0; op < ops && test_failures < 10; op++) {
         int i = (int)(test_rand(&rng) % SLOTS);
         uint64_t r = test_rand(&rng);
