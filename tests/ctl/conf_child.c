@@ -4,7 +4,9 @@
  * a few derived values ("bin.<j>.slab_size", "ncached.<size>",
  * "tcache.enabled", "narenas") on stdout, one per line. Built twice: plain,
  * and with CONF_DEFINE_SYMBOL, where it also defines the application string
- * `dpm_conf` (which DPMALLOC_CONF must override key by key).
+ * `dpm_conf` (which DPMALLOC_CONF must override key by key). With
+ * CONF_PUBLIC_ONLY it uses no internal header, so that it can link the
+ * shared, libc-overriding library too.
  */
 #include <dpmalloc.h>
 #include <errno.h>
@@ -14,7 +16,36 @@
 #include <string.h>
 #include <sys/types.h>
 
+#ifdef CONF_PUBLIC_ONLY
+/* Linked against the shared library, whose internal symbols are hidden:
+ * the option names are listed here instead of read from the ctl table. */
+typedef struct ctl_node {
+    const char *pattern, *type;
+} ctl_node_t;
+static const ctl_node_t opt_nodes[] = {
+    {"opt.narenas", "unsigned"},
+    {"opt.tcache", "bool"},
+    {"opt.tcache_max", "size_t"},
+    {"opt.tcache_nslots_small_min", "unsigned"},
+    {"opt.tcache_nslots_small_max", "unsigned"},
+    {"opt.tcache_nslots_large", "unsigned"},
+    {"opt.lg_tcache_nslots_mul", "unsigned"},
+    {"opt.dirty_decay_ms", "ssize_t"},
+    {"opt.muzzy_decay_ms", "ssize_t"},
+    {"opt.background_thread", "bool"},
+    {"opt.stats_print", "bool"},
+    {"opt.stats_cycles", "bool"},
+    {"opt.stats_print_opts", "const char *"},
+    {"opt.junk", "bool"},
+    {"opt.zero", "bool"},
+    {"opt.thp", "const char *"},
+    {"opt.slab_sizes", "const char *"},
+};
+static unsigned ctl_node_count(void) { return sizeof opt_nodes / sizeof opt_nodes[0]; }
+static const ctl_node_t *ctl_node_at(unsigned i) { return &opt_nodes[i]; }
+#else
 #include "ctl.h"
+#endif
 
 #ifdef CONF_DEFINE_SYMBOL
 const char *dpm_conf = "narenas:3,tcache_max:4096,dirty_decay_ms:777,no_such_key:1";

@@ -18,11 +18,14 @@
  * hg / nh VmFlags of the allocator's mappings.
  *
  * usage: test_ctl_conf <conf_child> <conf_symbol_child>
+ *                      [<conf_child linked with dpmalloc_static>
+ *                       <conf_symbol_child linked with the shared dpmalloc>]
  */
 #include "test.h"
 #include "ctl_util.h"
 
 static const char *child_path, *symbol_child_path;
+static const char *override_child_path, *shared_symbol_child_path;   /* optional */
 
 /* Defaults from src/conf.c set_defaults() and docs/config.md. */
 static const char *const defaults[][2] = {
@@ -412,6 +415,42 @@ TEST(dpm_conf_symbol)
     }
 }
 
+/* The same parsing when dpmalloc is the process's malloc (static
+ * libc-overriding library: it initialises before main, from libc's own
+ * first allocation) and when the dpm_conf symbol lives in a program linked
+ * against the shared library. */
+TEST(overriding_builds)
+{
+    if (override_child_path == NULL || shared_symbol_child_path == NULL) {
+        fprintf(stderr, "    (override / shared helpers not given: skipped)\n");
+        return;
+    }
+    run_conf(override_child_path, NULL, &res);
+    if (SPAWN_OK(&res)) {
+        expect_no_stderr(&res, NULL);
+        expect_all_defaults_except(&res, NULL);
+    }
+    run_conf(override_child_path, "narenas:abc,tcache_max:4096,bogus:1", &res);
+    if (SPAWN_OK(&res)) {
+        EXPECT(strcmp(res.err, "dpmalloc: bad value for option narenas:abc (ignored, default kept)\n"
+                               "dpmalloc: unknown option bogus:1 (ignored, default kept)\n") == 0,
+               "override build, stderr:\n%s", res.err);
+        EXPECT_KV(&res, "opt.tcache_max", "4096");
+        EXPECT_KV(&res, "opt.narenas", "0");
+    }
+    run_conf(shared_symbol_child_path, NULL, &res);
+    if (SPAWN_OK(&res)) {
+        EXPECT_KV(&res, "opt.narenas", "3");
+        EXPECT_KV(&res, "opt.tcache_max", "4096");
+        EXPECT_KV(&res, "opt.dirty_decay_ms", "777");
+    }
+    run_conf(shared_symbol_child_path, "narenas:5", &res);
+    if (SPAWN_OK(&res)) {
+        EXPECT_KV(&res, "opt.narenas", "5");
+        EXPECT_KV(&res, "opt.tcache_max", "4096");
+    }
+}
+
 /* thp:always / thp:never must reach the kernel as MADV_HUGEPAGE /
  * MADV_NOHUGEPAGE on the allocator's segments ("hg" / "nh" in the VmFlags
  * of /proc/self/smaps for the mapping holding an 8 MiB block). */
@@ -440,6 +479,10 @@ int main(int argc, char **argv)
     }
     child_path = argv[1];
     symbol_child_path = argv[2];
+    if (argc >= 5) {
+        override_child_path = argv[3];
+        shared_symbol_child_path = argv[4];
+    }
     RUN(defaults_without_conf);
     RUN(empty_and_separator_only_strings);
     RUN(every_key_set_and_read_back);
@@ -452,6 +495,7 @@ int main(int argc, char **argv)
     RUN(last_duplicate_wins);
     RUN(small_min_above_max_is_clamped);
     RUN(dpm_conf_symbol);
+    RUN(overriding_builds);
     RUN(thp_reaches_the_kernel);
     return test_done();
 }
