@@ -123,6 +123,38 @@ static void expect_every_call_enomem(void)
     }
 }
 
+#ifndef TEST_PRELOAD
+#include <dpmalloc.h>
+/* The native calls fail the same way (static build: dpm_ is linked in). */
+static void expect_native_enomem(void)
+{
+    size_t big = (size_t)64 << 20;
+    void *p;
+    errno = 0;
+    p = dpm_malloc(big);
+    EXPECT(p == NULL && errno == ENOMEM, "dpm_malloc(64M) = %p errno %d", p,
+           errno);
+    dpm_free(p);
+    errno = 0;
+    p = dpm_malloc_aligned_at(big, 4096, 4);
+    EXPECT(p == NULL && errno == ENOMEM,
+           "dpm_malloc_aligned_at(64M, 4096, 4) = %p errno %d", p, errno);
+    dpm_free(p);
+    errno = 0;
+    p = dpm_zalloc_aligned(big, (size_t)1 << 21);
+    EXPECT(p == NULL && errno == ENOMEM,
+           "dpm_zalloc_aligned(64M, 2M) = %p errno %d", p, errno);
+    dpm_free(p);
+    errno = 0;
+    p = dpm_calloc(big, 1);
+    EXPECT(p == NULL && errno == ENOMEM, "dpm_calloc(64M, 1) = %p errno %d", p,
+           errno);
+    dpm_free(p);
+}
+#else
+static void expect_native_enomem(void) {}
+#endif
+
 static int oom_child(void *arg)
 {
     (void)arg;
@@ -145,6 +177,7 @@ static int oom_child(void *arg)
     fprintf(stderr, "oom: %zu x 1MiB, %zu x 256B, %zu x 4KiB before ENOMEM\n",
             nbig, nsmall, npages);
     expect_every_call_enomem();
+    expect_native_enomem();
     chain_free(&big);
     chain_free(&small);
     chain_free(&pages);
