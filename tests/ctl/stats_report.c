@@ -115,7 +115,24 @@ static unsigned long long kv_u64(const char *text, const char *key)
 TEST(json_valid_and_tracks_allocations)
 {
     static char out[65536];
+    /* names that need escaping must not break the JSON */
+    const char *odd = "q\"uote\\back\ttab";
+    unsigned odd_arena = 0;
+    size_t olen = sizeof odd_arena;
+    EXPECT_CTL(dpm_ctl("arenas.create", &odd_arena, &olen, &odd, sizeof odd), 0);
+    void *odd_block = dpm_malloc_arena(odd_arena, 100, 0);
+    void *odd_typed = dpm_malloc_typed("type \"with\" quotes\n", 64, 0);
     char *t0 = report("J");
+    check_json(t0, "", out, sizeof out);
+    EXPECT(strstr(t0, "\"q\\\"uote\\\\back\\u0009tab\"") != NULL ||
+               strstr(t0, "\"q\\\"uote\\\\back\\ttab\"") != NULL,
+           "escaped arena name not in the JSON");
+    free(t0);
+    dpm_free(odd_block);
+    dpm_free(odd_typed);
+    EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", odd_arena)), 0);
+    ctl_action("thread.tcache.flush");
+    t0 = report("J");
     check_json(t0, "", out, sizeof out);
     unsigned long long alloc0 = kv_u64(out, "totals.allocated");
     free(t0);

@@ -9,7 +9,9 @@
  * nfree == the calls made; freeing half (some from another thread) brings
  * the numbers down exactly; dpm_realloc_typed moves a block's bytes to the
  * new name; a reset of a manual arena that held typed blocks leaves no
- * live bytes behind; the text report lists the same numbers.
+ * live bytes behind; the text report lists the same numbers; at most
+ * 1023 names are counted, later names allocate untagged blocks that free
+ * normally.
  * dpm_ API only (links dpmalloc_plain; label sanitize).
  */
 #include "test.h"
@@ -201,9 +203,57 @@ TEST(reset_releases_typed_bytes)
     EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", m)), 0);
 }
 
+static unsigned count_type_rows(void)
+{
+    struct sbuf b = {0};
+    dpm_stats_print(sbuf_write, &b, "Jgma");
+    unsigned n = 0;
+    for (const char *p = b.text; p != NULL && (p = strstr(p, "{\"type\": ")) != NULL; p++)
+        n++;
+    free(b.text);
+    return n;
+}
+
+/* At most 1023 names are counted; beyond that blocks are allocated
+ * untagged (and freed fine); names are cut to 47 characters. */
+TEST(type_name_limits)
+{
+    char name[64];
+    static void *p[1100];
+    for (int i = 0; i < 1100; i++) {
+        snprintf(name, sizeof name, "limit_type_%04d", i);
+        p[i] = dpm_malloc_typed(name, 32, 0);
+        EXPECT_NONNULL(p[i]);
+    }
+    unsigned rows = count_type_rows();
+    EXPECT(rows == 1023, "%u rows in the types table after 1100+ distinct names, expected 1023", rows);
+    struct type_row r = type_row("limit_type_0000");
+    EXPECT(r.found && r.live_blocks == 1, "first limit type: found %d, %llu live", r.found, r.live_blocks);
+    for (int i = 0; i < 1100; i++)
+        dpm_free(p[i]);
+    r = type_row("limit_type_0000");
+    EXPECT(r.found && r.live_blocks == 0 && r.nfree == 1, "first limit type after free: %llu live, %llu freed",
+           r.live_blocks, r.nfree);
+}
+
+/* Names count by their first 47 characters. */
+TEST(type_name_prefix)
+{
+    const char *a = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstu-first";
+    const char *b = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstu-second";
+    void *p = dpm_malloc_typed(a, 100, 0), *q = dpm_malloc_typed(b, 100, 0);
+    struct type_row r = type_row("abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstu");
+    EXPECT(r.found && r.live_blocks == 2 && r.live_bytes == dpm_usable_size(p) + dpm_usable_size(q),
+           "47-character prefix row: found %d, %llu blocks, %llu bytes", r.found, r.live_blocks, r.live_bytes);
+    dpm_free(p);
+    dpm_free(q);
+}
+
 int main(void)
 {
     RUN(type_totals_exact);
     RUN(reset_releases_typed_bytes);
+    RUN(type_name_prefix);
+    RUN(type_name_limits);
     return test_done();
 }
