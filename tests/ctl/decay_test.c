@@ -13,6 +13,9 @@
  *     does not fall within 1 s; "arena.<i>.purge" then drops it at once;
  *   - dirty_decay_ms:-1 at start, then "arena.<i>.dirty_decay_ms" = 100
  *     written at run time: RSS falls within 1.5 s of activity;
+ *   - dirty_decay_ms:200 after 600 ms without allocator activity: the
+ *     frees still keep their pages for the decay time (none purged at
+ *     once), then RSS falls;
  *   - dirty_decay_ms:0: RSS is down as soon as the frees return.
  * Each child prints key=value lines; the parent checks them.
  */
@@ -72,6 +75,8 @@ static int child(const char *mode)
         memset(blocks[i], 0x77, BLOCK);
     }
     size_t peak = rss_bytes();
+    if (strcmp(mode, "after_idle") == 0)
+        usleep(600 * 1000);   /* no allocator activity: the arena's clock is not read */
     for (int i = 0; i < NBLOCKS; i++)
         dpm_free(blocks[i]);
     size_t after_free = rss_bytes();
@@ -184,6 +189,20 @@ TEST(decay_time_set_at_run_time)
            final / MiB, base / MiB);
 }
 
+/* The decay time counts from the free, even when the arena was idle
+ * before it. */
+TEST(decay_counts_from_the_free_after_idle)
+{
+    if (!run_mode("after_idle", "dirty_decay_ms:200,muzzy_decay_ms:0"))
+        return;
+    size_t peak = kv("peak"), after = kv("after_free"), base = kv("base");
+    EXPECT(after + 8 * MiB >= peak,
+           "dirty_decay_ms:200, 600 ms idle, then 200 MiB freed: RSS %zu MiB right after the frees (peak %zu): "
+           "%zu MiB purged at once instead of 200 ms later",
+           after / MiB, peak / MiB, (peak - after) / MiB);
+    EXPECT(kv("final") < base + 48 * MiB, "RSS still %zu MiB after 1.5 s of activity", kv("final") / MiB);
+}
+
 TEST(zero_decay_purges_at_once)
 {
     if (!run_mode("immediate", "dirty_decay_ms:0,muzzy_decay_ms:0"))
@@ -207,6 +226,7 @@ int main(int argc, char **argv)
     RUN(background_thread_decays_idle_process);
     RUN(no_decay_keeps_pages_until_purge);
     RUN(decay_time_set_at_run_time);
+    RUN(decay_counts_from_the_free_after_idle);
     RUN(zero_decay_purges_at_once);
     return test_done();
 }
