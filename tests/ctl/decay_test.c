@@ -16,6 +16,10 @@
  *   - dirty_decay_ms:200 after 600 ms without allocator activity: the
  *     frees still keep their pages for the decay time (none purged at
  *     once), then RSS falls;
+ *   - dirty_decay_ms:100,muzzy_decay_ms:300: the arena's pdirty pages
+ *     become pmuzzy (lazily purged) after ~100 ms and leave the muzzy
+ *     state ~300 ms later (stats.arenas.<i>.*, since MADV_FREE pages stay
+ *     in the RSS);
  *   - dirty_decay_ms:0: RSS is down as soon as the frees return.
  * Each child prints key=value lines; the parent checks them.
  */
@@ -45,8 +49,52 @@ static void activity(void)
     dpm_free(big);
 }
 
+static size_t arena_stat(unsigned a, const char *what)
+{
+    char name[96];
+    size_t v = 0, len = sizeof v;
+    snprintf(name, sizeof name, "stats.arenas.%u.%s", a, what);
+    if (dpm_ctl(name, &v, &len, NULL, 0) != 0)
+        return (size_t)-1;
+    return v;
+}
+
+/* dirty -> muzzy -> clean, followed through the arena's page counts. */
+static int child_muzzy(void)
+{
+    static void *blocks[NBLOCKS];
+    unsigned a = 0;
+    size_t len = sizeof a;
+    for (int i = 0; i < NBLOCKS; i++) {
+        blocks[i] = dpm_malloc(BLOCK);
+        if (blocks[i] == NULL)
+            return 1;
+        memset(blocks[i], 0x77, BLOCK);
+    }
+    dpm_ctl("thread.arena", &a, &len, NULL, 0);
+    double t0 = test_now_s();
+    for (int i = 0; i < NBLOCKS; i++)
+        dpm_free(blocks[i]);
+    static const double marks[] = {0.0, 0.25, 0.85};
+    for (int m = 0; m < 3; m++) {
+        while (test_now_s() - t0 < marks[m]) {
+            for (int k = 0; k < 20; k++)
+                activity();
+            usleep(2000);
+        }
+        ctl_refresh();
+        printf("t%d_ms=%d\nt%d_dirty=%zu\nt%d_muzzy=%zu\nt%d_clean=%zu\n", m,
+               (int)((test_now_s() - t0) * 1000), m, arena_stat(a, "pdirty"), m, arena_stat(a, "pmuzzy"), m,
+               arena_stat(a, "pclean"));
+    }
+    fflush(stdout);
+    return 0;
+}
+
 static int child(const char *mode)
 {
+    if (strcmp(mode, "muzzy") == 0)
+        return child_muzzy();
     bool idle = strcmp(mode, "idle") == 0, never = strcmp(mode, "never") == 0;
     bool immediate = strcmp(mode, "immediate") == 0, runtime = strcmp(mode, "runtime") == 0;
     if (runtime) {
@@ -203,6 +251,28 @@ TEST(decay_counts_from_the_free_after_idle)
     EXPECT(kv("final") < base + 48 * MiB, "RSS still %zu MiB after 1.5 s of activity", kv("final") / MiB);
 }
 
+/* dirty_decay_ms:100, muzzy_decay_ms:300: freed pages turn muzzy after
+ * about 100 ms and clean about 300 ms later (page counts from
+ * stats.arenas.<i>.pdirty / pmuzzy). */
+TEST(dirty_then_muzzy_then_clean)
+{
+    char *argv[] = {self_exe, "--child", "muzzy", NULL};
+    const char *envp[] = {"DPMALLOC_CONF=dirty_decay_ms:100,muzzy_decay_ms:300", NULL};
+    spawn_capture(argv, envp, 20, &res);
+    if (!SPAWN_OK(&res))
+        return;
+    size_t pages = NBLOCKS * BLOCK / 4096;
+    fprintf(stderr, "    [muzzy] dirty/muzzy pages at %d ms: %zu/%zu, at %d ms: %zu/%zu, at %d ms: %zu/%zu\n",
+            (int)kv("t0_ms"), kv("t0_dirty"), kv("t0_muzzy"), (int)kv("t1_ms"), kv("t1_dirty"), kv("t1_muzzy"),
+            (int)kv("t2_ms"), kv("t2_dirty"), kv("t2_muzzy"));
+    EXPECT(kv("t0_dirty") >= pages * 9 / 10, "right after the frees: %zu dirty pages, expected ~%zu",
+           kv("t0_dirty"), pages);
+    EXPECT(kv("t1_dirty") < pages / 10 && kv("t1_muzzy") >= pages * 9 / 10,
+           "at %d ms: %zu dirty, %zu muzzy pages; expected ~0 and ~%zu (MADV_FREE)", (int)kv("t1_ms"),
+           kv("t1_dirty"), kv("t1_muzzy"), pages);
+    EXPECT(kv("t2_muzzy") < pages / 10, "at %d ms: still %zu muzzy pages", (int)kv("t2_ms"), kv("t2_muzzy"));
+}
+
 TEST(zero_decay_purges_at_once)
 {
     if (!run_mode("immediate", "dirty_decay_ms:0,muzzy_decay_ms:0"))
@@ -227,6 +297,7 @@ int main(int argc, char **argv)
     RUN(no_decay_keeps_pages_until_purge);
     RUN(decay_time_set_at_run_time);
     RUN(decay_counts_from_the_free_after_idle);
+    RUN(dirty_then_muzzy_then_clean);
     RUN(zero_decay_purges_at_once);
     return test_done();
 }
