@@ -94,6 +94,7 @@ def main():
             err("arenas is empty or not an object")
             return
         small = large = cached = 0
+        pactive = pdirty_muzzy = pclean = mapped = 0
         for idx, a in arenas.items():
             w = "arena %s" % idx
             if not idx.isdigit():
@@ -102,6 +103,10 @@ def main():
             small += a.get("small_allocated", 0)
             large += a.get("large_allocated", 0)
             cached += a.get("tcache_bytes", 0)
+            pactive += a.get("pactive", 0)
+            pdirty_muzzy += a.get("pdirty", 0) + a.get("pmuzzy", 0)
+            pclean += a.get("pclean", 0)
+            mapped += a.get("mapped", 0)
             pr = a.get("page_runs", {})
             need(pr, PAGE_RUNS, w + " page_runs")
             if not 0 <= pr.get("hit_rate", 0) <= 1:
@@ -138,6 +143,17 @@ def main():
             if t.get("allocated") != small + large - cached:
                 err("totals.allocated %r != sum of arena small+large allocated %d - tcache_bytes %d"
                     % (t.get("allocated"), small + large, cached))
+            page = 4096
+            sums = {
+                "tcache_bytes": cached,
+                "active": pactive * page,
+                "retained": pclean * page,
+                "mapped": mapped + t.get("metadata", 0),
+                "resident": (pactive + pdirty_muzzy) * page + t.get("metadata", 0),
+            }
+            for k, v in sums.items():
+                if t.get(k) != v:
+                    err("totals.%s %r != %d from the arenas" % (k, t.get(k), v))
             if t.get("narenas", 0) < len(arenas):
                 err("totals.narenas %r < %d arenas listed" % (t.get("narenas"), len(arenas)))
 

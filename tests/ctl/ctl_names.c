@@ -12,7 +12,9 @@
  * lextents.<k>.* of a fresh manual arena count exactly the blocks the test
  * put there; decay times written through arena.<i>.*_decay_ms show in the
  * stats; arena.<i>.purge empties the dirty pages; thread.tcache.flush
- * empties this thread's cache; ncached_max read/write round-trips and
+ * empties this thread's cache; a hot malloc/free loop counts as
+ * nrequests with almost no tcache_misses; nthreads summed over the arenas
+ * follows threads coming and going; ncached_max read/write round-trips and
  * rejects malformed specs. ncached_max 0 ("do not cache this class", as in
  * jemalloc) must be safe: checked in a child process, since it is not.
  * Uses only the dpm_ API (links dpmalloc_plain; label sanitize).
@@ -20,6 +22,7 @@
 #include "test.h"
 #include "ctl_util.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -701,6 +704,71 @@ TEST(arena_and_bin_stats)
     EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", m)), 0);
 }
 
+/* Thread-cache counters: a hot malloc/free loop is nearly all cache hits. */
+TEST(tcache_counters)
+{
+    unsigned a = CTL_UNS("thread.arena");
+    unsigned j = bin_index_for(64);
+    ctl_refresh();
+    uint64_t req0 = CTL_U64(ctl_name("stats.arenas.%u.bins.%u.nrequests", a, j));
+    uint64_t miss0 = CTL_U64(ctl_name("stats.arenas.%u.bins.%u.tcache_misses", a, j));
+    enum { LOOPS = 20000 };
+    for (int i = 0; i < LOOPS; i++) {
+        void *p = dpm_malloc(64);
+        *(volatile char *)p = 1;
+        dpm_free(p);
+    }
+    ctl_refresh();
+    uint64_t req = CTL_U64(ctl_name("stats.arenas.%u.bins.%u.nrequests", a, j)) - req0;
+    uint64_t miss = CTL_U64(ctl_name("stats.arenas.%u.bins.%u.tcache_misses", a, j)) - miss0;
+    EXPECT(req >= LOOPS && req <= LOOPS + 100, "nrequests grew by %llu for %d allocations", (unsigned long long)req,
+           LOOPS);
+    EXPECT(miss <= LOOPS / 100, "%llu cache misses in a malloc/free loop of %d", (unsigned long long)miss, LOOPS);
+}
+
+/* nthreads over all arenas counts the threads that have allocated. */
+static pthread_barrier_t nt_barrier;
+static void *nt_thread(void *arg)
+{
+    (void)arg;
+    void *p = dpm_malloc(100);
+    pthread_barrier_wait(&nt_barrier);
+    pthread_barrier_wait(&nt_barrier);
+    dpm_free(p);
+    return NULL;
+}
+
+static unsigned total_nthreads(void)
+{
+    ctl_refresh();
+    unsigned n = CTL_UNS("arenas.narenas"), sum = 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned v = 0;
+        if (ctl_get(ctl_name("stats.arenas.%u.nthreads", i), &v, sizeof v) == 0)
+            sum += v;
+    }
+    return sum;
+}
+
+TEST(nthreads_counts_threads)
+{
+    enum { T = 5 };
+    unsigned before = total_nthreads();
+    pthread_barrier_init(&nt_barrier, NULL, T + 1);
+    pthread_t th[T];
+    for (int i = 0; i < T; i++)
+        pthread_create(&th[i], NULL, nt_thread, NULL);
+    pthread_barrier_wait(&nt_barrier);
+    unsigned during = total_nthreads();
+    pthread_barrier_wait(&nt_barrier);
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    unsigned after = total_nthreads();
+    EXPECT(during == before + T && after == before, "nthreads summed over arenas: %u before, %u with %d more "
+           "threads, %u after they exit", before, during, T, after);
+    pthread_barrier_destroy(&nt_barrier);
+}
+
 /* An arena made in the slot of a destroyed one starts with zero counters. */
 TEST(recreated_arena_starts_clean)
 {
@@ -744,6 +812,8 @@ int main(void)
     RUN(background_thread_ctl);
     RUN(global_stats);
     RUN(arena_and_bin_stats);
+    RUN(tcache_counters);
+    RUN(nthreads_counts_threads);
     RUN(recreated_arena_starts_clean);
     return test_done();
 }
