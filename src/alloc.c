@@ -81,6 +81,15 @@ static void *alloc_slow_body(size_t size)
     return alloc_uncached(thread_arena(), c, size, opt.zero);
 }
 
+void *alloc_at_low_water(tc_bin_t *b, size_t size)
+{
+    void *p = tc_bin_pop(b);
+    if (p == NULL)
+        return alloc_slow(size);
+    b->nrequests++;
+    return p;
+}
+
 void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
@@ -106,6 +115,8 @@ static span_t *checked_span(const void *p, const char *call)
     if (s->kind == SPAN_SLAB ? !span_is_block_start(s, (uintptr_t)p)
         : s->kind != SPAN_LARGE || (uintptr_t)p != s->base)
         dpm_misuse(call, p, s->kind == SPAN_FREE ? "invalid pointer or double free" : "invalid pointer");
+    if (s->kind == SPAN_SLAB && span_block_is_free(s, span_block_index(s, (uintptr_t)p)))
+        dpm_misuse(call, p, "double free or never-allocated pointer");
     return s;
 }
 
@@ -116,6 +127,8 @@ static void free_slow_body(void *p, span_t *s)
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[s->tcache_class];
+        if (*b->head == p)
+            dpm_misuse("free", p, "double free of");
         tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);

@@ -18,6 +18,9 @@
 #define TC_FAST_MAX ((size_t)8 << 20)
 
 void *alloc_slow(size_t size) DPM_NOINLINE;
+/* The pop reached the bin's low-water mark: note a new minimum and pop,
+ * or, if the bin is empty, take the slow path. */
+void *alloc_at_low_water(tc_bin_t *b, size_t size) DPM_NOINLINE;
 void free_slow(void *p, const char *call) DPM_NOINLINE;
 void *calloc_impl(size_t n, size_t size);
 void *realloc_impl(void *p, size_t size, const char *call);
@@ -35,22 +38,32 @@ DPM_INLINE void *alloc_fast(size_t size)
     else
         return alloc_slow(size);
     tc_bin_t *b = &tls_tcache->bins[c];
-    void *p = tc_bin_pop(b);
-    if (likely(p != NULL)) {
+    void **h = b->head;
+    if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
+        b->head = h + 1;
+#if DPM_STATS
         b->nrequests++;
-        return p;
+#endif
+        return *h;
     }
-    return alloc_slow(size);
+    return alloc_at_low_water(b, size);
 }
 
+/* Rejected here, and re-examined in free_slow: foreign pointers (no span),
+ * interior pointers (not a block start), blocks that sit free in their slab
+ * (never handed out, or freed twice and flushed), and the block just freed
+ * into this cache (the common double free). */
 DPM_INLINE void free_fast(void *p, const char *call)
 {
     span_t *s = span_of(p);
-    if (likely(s != NULL) && likely(span_is_block_start(s, (uintptr_t)p))) {
-        tc_bin_t *b = &tls_tcache->bins[s->tcache_class];
-        if (likely(!tc_bin_full(b))) {
-            tc_bin_push(b, p);
-            return;
+    if (likely(s != NULL)) {
+        uint64_t idx = span_block_index(s, (uintptr_t)p);
+        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx))) {
+            tc_bin_t *b = &tls_tcache->bins[s->tcache_class];
+            if (likely(!tc_bin_full(b)) && likely(*b->head != p)) {
+                tc_bin_push(b, p);
+                return;
+            }
         }
     }
     free_slow(p, call);

@@ -33,8 +33,10 @@ static void arena_init_fields(arena_t *a, unsigned index, bool manual, const cha
     a->dirty_decay_ms = opt.dirty_decay_ms;
     a->muzzy_decay_ms = opt.muzzy_decay_ms;
     a->clock_ns = a->last_decay_ns = os_now_ns();
+    /* Blocks of manual arenas never enter thread caches: a reset must not
+     * leave them in some other thread's cache. */
     for (unsigned c = 0; c < NSMALL; c++)
-        bin_init(&a->bins[c], a, c, 0, c < g.tcache_nclasses ? (uint8_t)c : TC_NONE, false);
+        bin_init(&a->bins[c], a, c, 0, !manual && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE, false);
 }
 
 static arena_t *arena_create(unsigned index, bool manual, const char *name)
@@ -189,6 +191,7 @@ int arena_destroy(unsigned index)
 /* ---- decay clock ------------------------------------------------------- */
 
 #define DECAY_TICKS_PER_CLOCK 8
+#define DECAY_RUNS_PER_TICK 64   /* bounds the purging one allocation call does */
 
 static uint64_t decay_interval_ns(const arena_t *a)
 {
@@ -211,14 +214,14 @@ void arena_tick(arena_t *a)
     uint64_t interval = decay_interval_ns(a);
     if (a->clock_ns - a->last_decay_ns >= interval) {
         a->last_decay_ns = a->clock_ns;
-        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
+        ph_decay_bounded(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms, DECAY_RUNS_PER_TICK);
     }
 }
 
 void arena_after_free(arena_t *a)
 {
     if (a->dirty_decay_ms == 0)
-        ph_decay(&a->ph, a->clock_ns, 0, a->muzzy_decay_ms);
+        ph_decay_bounded(&a->ph, a->clock_ns, 0, a->muzzy_decay_ms, DECAY_RUNS_PER_TICK);
     else
         arena_tick(a);
 }
@@ -259,10 +262,26 @@ static void place_large(const large_request_t *req, size_t *in_page, page_reques
     }
 }
 
+/* Zeroes a large block that came from pages with old contents: big ranges
+ * are handed back to the kernel (they read as zero and cost no memory until
+ * touched, as a fresh calloc'd mapping would), small ones are cleared. */
+#define ZERO_BY_PURGE_MIN ((size_t)256 << 10)
+
+static void zero_large(span_t *s, size_t size)
+{
+    uintptr_t from = s->base;
+    size_t in_page = s->base - s->start;
+    if (size >= ZERO_BY_PURGE_MIN && in_page == 0 &&
+        os_purge_now((void *)s->start, round_up(size, PAGE)) == PURGE_ZEROED)
+        return;
+    memset((void *)from, 0, size);
+}
+
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
     size_t in_page;
-    page_request_t pr;
+    page_request_t pr = {.zero = req->zero};
+    int saved_errno = errno;
     place_large(req, &in_page, &pr);
     unsigned c = sc_compute(req->size);
     bool class_rounded = in_page == 0 && c >= NSMALL && req->size <= LARGE_ROUND_MAX;
@@ -289,7 +308,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->div_inv = 1;
     s->usable = usable;
     s->size_class = c;
-    s->tcache_class = class_rounded && !req->no_tcache && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE;
+    s->tcache_class = class_rounded && !req->no_tcache && !a->manual && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE;
     s->type_id = req->type_id;
     type_count_alloc(req->type_id, usable);
     large_stats_t *ls = &a->large[c - NSMALL];
@@ -298,7 +317,8 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     arena_tick(a);
     mutex_unlock(&a->lock);
     if (req->zero && !zeroed)
-        memset((void *)s->base, 0, req->size);
+        zero_large(s, req->size);
+    errno = saved_errno;   /* a failed first try must not leak ENOMEM into a success */
     return (void *)s->base;
 }
 
@@ -345,25 +365,28 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
 
 /* ---- fork -------------------------------------------------------------- */
 
-static void for_each_lock(void (*fn)(dpm_mutex_t *), bool reverse)
+/* Every lock of every arena, in the global lock order: all special
+ * locks, then all bin locks, then all arena locks (a bin lock holder may
+ * take any arena's lock: the ENOMEM retry purges every arena). */
+static void for_each_lock(void (*fn)(dpm_mutex_t *))
 {
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-    for (unsigned k = 0; k < n; k++) {
-        unsigned i = reverse ? n - 1 - k : k;
+    for (unsigned i = 0; i < n; i++)
+        if (arenas[i] != NULL)
+            fn(&arenas[i]->special_lock);
+    for (unsigned i = 0; i < n; i++) {
         arena_t *a = arenas[i];
         if (a == NULL)
             continue;
-        if (!reverse)
-            fn(&a->special_lock);
         for (unsigned c = 0; c < NSMALL; c++)
             fn(&a->bins[c].lock);
         for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
             if (a->special[s].bin != NULL)
                 fn(&a->special[s].bin->lock);
-        fn(&a->lock);
-        if (reverse)
-            fn(&a->special_lock);
     }
+    for (unsigned i = 0; i < n; i++)
+        if (arenas[i] != NULL)
+            fn(&arenas[i]->lock);
 }
 
 static void lock_one(dpm_mutex_t *m) { mutex_lock(m); }
@@ -373,18 +396,18 @@ static void reinit_one(dpm_mutex_t *m) { pthread_mutex_init(&m->lock, NULL); }
 void arenas_prefork(void)
 {
     mutex_lock(&arenas_lock);
-    for_each_lock(lock_one, false);
+    for_each_lock(lock_one);
 }
 
 void arenas_postfork_parent(void)
 {
-    for_each_lock(unlock_one, true);
+    for_each_lock(unlock_one);
     mutex_unlock(&arenas_lock);
 }
 
 void arenas_postfork_child(void)
 {
-    for_each_lock(reinit_one, true);
+    for_each_lock(reinit_one);
     mutex_init(&arenas_lock);
     unsigned n = narenas_total;
     for (unsigned i = 0; i < n; i++)

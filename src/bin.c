@@ -140,7 +140,7 @@ static unsigned slab_take(span_t *s, void **out, unsigned want)
             bits &= bits - 1;
             out[n++] = (void *)(s->base + (size_t)i * s->objsize);
         }
-        s->free_bits[w] = bits;
+        __atomic_store_n(&s->free_bits[w], bits, __ATOMIC_RELAXED);   /* read racily by free */
     }
     s->nfree -= n;
     return n;
@@ -155,7 +155,7 @@ static void slab_put(bin_t *bin, span_t *s, void *p)
         mutex_unlock(&bin->lock);
         dpm_misuse("free", p, "double free of");
     }
-    s->free_bits[i / 64] |= bit;
+    __atomic_store_n(&s->free_bits[i / 64], s->free_bits[i / 64] | bit, __ATOMIC_RELAXED);
     if (s->type_ids != NULL) {
         type_count_free(s->type_ids[i], s->objsize);
         s->type_ids[i] = 0;

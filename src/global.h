@@ -25,6 +25,6 @@ typedef struct global {
 extern global_t g;
 
 bool dpm_init_slow(void);
-DPM_INLINE bool dpm_ready(void) { return likely(g.initialized) || dpm_init_slow(); }
+DPM_INLINE bool dpm_ready(void) { return likely(__atomic_load_n(&g.initialized, __ATOMIC_ACQUIRE)) || dpm_init_slow(); }
 
 #endif

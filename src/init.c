@@ -11,12 +11,13 @@
 #include "background.h"
 #include "stats.h"
 #include "tcache.h"
+#include "types.h"
 
 #include <stdlib.h>
 
 global_t g;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool init_running;
+static __thread bool init_running_here;
 
 static void prefork(void)
 {
@@ -24,6 +25,7 @@ static void prefork(void)
         return;
     background_prefork();
     stats_prefork();
+    types_prefork();
     tcaches_prefork();
     arenas_prefork();
     pages_prefork();
@@ -38,6 +40,7 @@ static void postfork_parent(void)
     pages_postfork_parent();
     arenas_postfork_parent();
     tcaches_postfork_parent();
+    types_postfork_parent();
     stats_postfork_parent();
     background_postfork_parent();
 }
@@ -50,6 +53,7 @@ static void postfork_child(void)
     pages_postfork_child();
     arenas_postfork_child();
     tcaches_postfork_child();
+    types_postfork_child();
     stats_postfork_child();
     background_postfork_child();
 }
@@ -82,12 +86,16 @@ bool dpm_init_slow(void)
 {
     if (__atomic_load_n(&g.initialized, __ATOMIC_ACQUIRE))
         return true;
+    /* An allocation from inside initialisation (a libc call that allocates)
+     * fails instead of deadlocking on init_lock. */
+    if (init_running_here)
+        return false;
     pthread_mutex_lock(&init_lock);
     bool ok = g.initialized;
-    if (!ok && !init_running) {
-        init_running = true;
+    if (!ok) {
+        init_running_here = true;
         ok = init_locked();
-        init_running = false;
+        init_running_here = false;
     }
     pthread_mutex_unlock(&init_lock);
     return ok;

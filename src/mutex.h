@@ -33,7 +33,9 @@ DPM_INLINE void mutex_lock(dpm_mutex_t *m)
 {
     if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
         mutex_lock_contended(m);
+#if DPM_STATS
     m->n_acquired++;
+#endif
 }
 
 DPM_INLINE void mutex_unlock(dpm_mutex_t *m) { pthread_mutex_unlock(&m->lock); }

@@ -66,27 +66,38 @@ static bool kernel_pages_within(void **addr, size_t *size)
 
 static int lazy_purge_works = 1;
 
-bool os_purge_lazy(void *addr, size_t size)
+enum purge_result os_purge_lazy(void *addr, size_t size)
 {
 #ifdef MADV_FREE
-    if (lazy_purge_works) {
+    if (__atomic_load_n(&lazy_purge_works, __ATOMIC_RELAXED)) {
         void *a = addr;
         size_t n = size;
         if (!kernel_pages_within(&a, &n))
-            return false;
+            return PURGE_NONE;
         if (madvise(a, n, MADV_FREE) == 0)
-            return false;
-        lazy_purge_works = 0;
+            return PURGE_LAZY;
+        /* Only a kernel without MADV_FREE turns lazy purging off; other
+         * failures (locked pages) say nothing about the next range. */
+        if (errno != EINVAL && errno != ENOSYS)
+            return PURGE_NONE;
+        if (errno == ENOSYS)
+            __atomic_store_n(&lazy_purge_works, 0, __ATOMIC_RELAXED);
     }
 #endif
-    os_purge_now(addr, size);
-    return true;
+    return os_purge_now(addr, size);
 }
 
-void os_purge_now(void *addr, size_t size)
+enum purge_result os_purge_now(void *addr, size_t size)
 {
-    if (kernel_pages_within(&addr, &size))
-        madvise(addr, size, MADV_DONTNEED);
+    void *a = addr;
+    size_t n = size;
+    if (!kernel_pages_within(&a, &n))
+        return PURGE_NONE;
+    if (madvise(a, n, MADV_DONTNEED) != 0)
+        return PURGE_NONE;
+    /* Pages at the edges that share a kernel page with live data keep
+     * their contents: the range reads as zero only if all of it went. */
+    return a == addr && n == size ? PURGE_ZEROED : PURGE_LAZY;
 }
 
 unsigned os_ncpus(void)

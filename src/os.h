@@ -15,12 +15,15 @@
  * of the page). NULL with errno = ENOMEM when the kernel says no. */
 void *os_map_aligned(size_t size, size_t align);
 void os_unmap(void *addr, size_t size);
+/* What a purge achieved: nothing (the kernel refused, e.g. locked pages),
+ * pages handed back whose contents may survive, or a range that now reads
+ * as zero. Only the last lets a run count as clean. */
+enum purge_result { PURGE_NONE = 0, PURGE_LAZY = 1, PURGE_ZEROED = 2 };
 /* Give pages back lazily: contents may survive until the kernel needs the
- * memory (MADV_FREE); falls back to os_purge_now where unsupported.
- * Returns true if the pages are now known to read back as zero. */
-bool os_purge_lazy(void *addr, size_t size);
-/* Give pages back now: they read back as zero on the next touch. */
-void os_purge_now(void *addr, size_t size);
+ * memory (MADV_FREE); falls back to os_purge_now where unsupported. */
+enum purge_result os_purge_lazy(void *addr, size_t size);
+/* Give pages back now (MADV_DONTNEED). */
+enum purge_result os_purge_now(void *addr, size_t size);
 unsigned os_ncpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */
 size_t os_page_size(void);

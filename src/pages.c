@@ -249,11 +249,14 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
 
 /* ---- allocation -------------------------------------------------------- */
 
-static span_t *find_run(page_heap_t *ph, size_t need)
+static span_t *find_run(page_heap_t *ph, size_t need, bool zero)
 {
+    static const uint8_t reuse_order[RUN_NSTATES] = {RUN_DIRTY, RUN_MUZZY, RUN_CLEAN};
+    static const uint8_t zero_order[RUN_NSTATES] = {RUN_CLEAN, RUN_DIRTY, RUN_MUZZY};
+    const uint8_t *order = zero ? zero_order : reuse_order;
     ph->nsearches++;
-    for (int st = RUN_DIRTY; st < RUN_NSTATES; st++) {
-        span_t *r = runs_find(&ph->free_runs[st], need);
+    for (int k = 0; k < RUN_NSTATES; k++) {
+        span_t *r = runs_find(&ph->free_runs[order[k]], need);
         if (r != NULL) {
             ph->nsearch_hits++;
             ph->ncandidates++;
@@ -287,9 +290,9 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
     /* Big blocks are often realloc'd bigger: prefer a run with room to
      * grow in place (4x), as a heap top gives glibc. */
     if (req->npages >= ROOM_TO_GROW_MIN_PAGES && need <= SIZE_MAX / 4)
-        r = find_run(ph, need * 4);
+        r = find_run(ph, need * 4, req->zero);
     if (r == NULL)
-        r = find_run(ph, need);
+        r = find_run(ph, need, req->zero);
     if (r == NULL)
         r = segment_create(ph, need);
     if (r == NULL) {
@@ -426,19 +429,21 @@ static bool old_enough(const span_t *r, uint64_t now_ns, int64_t ms)
     return now_ns >= r->freed_at_ns && now_ns - r->freed_at_ns >= (uint64_t)ms * 1000000u;
 }
 
+/* Purges r towards state `to`. A run ends clean only if the kernel really
+ * zeroed it; a refused or partial purge leaves it muzzy (contents unknown,
+ * maybe resident), so a later calloc still clears it. */
 static void purge_run(page_heap_t *ph, span_t *r, enum run_state to, uint64_t now_ns)
 {
     run_unfile(ph, r);
-    bool now_zero = true;
-    if (to == RUN_MUZZY)
-        now_zero = os_purge_lazy((void *)r->start, span_bytes(r));
-    else
-        os_purge_now((void *)r->start, span_bytes(r));
-    if (now_zero) {
+    enum purge_result got = to == RUN_MUZZY ? os_purge_lazy((void *)r->start, span_bytes(r))
+                                            : os_purge_now((void *)r->start, span_bytes(r));
+    if (got == PURGE_ZEROED) {
         to = RUN_CLEAN;
         ph->npurged_now += r->npages;
     } else {
-        ph->npurged_lazy += r->npages;
+        to = RUN_MUZZY;
+        if (got == PURGE_LAZY)
+            ph->npurged_lazy += r->npages;
     }
     r->state = (uint8_t)to;
     r->freed_at_ns = now_ns;
@@ -447,20 +452,34 @@ static void purge_run(page_heap_t *ph, span_t *r, enum run_state to, uint64_t no
         segment_release(ph, r->seg, r);
 }
 
-size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms)
+/* Each pass looks at most at the runs that were waiting when it began (a
+ * purge that the kernel refused re-files its run, which must not be seen
+ * again in the same pass) and at most max_runs of them. */
+size_t ph_decay_bounded(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms, size_t max_runs)
 {
     size_t purged = 0;
     ph->npurge_passes++;
     span_t *r;
-    while (dirty_ms >= 0 && (r = ph->lru[RUN_DIRTY].head) != NULL && old_enough(r, now_ns, dirty_ms)) {
+    size_t budget = ph->free_runs[RUN_DIRTY].nruns;
+    while (dirty_ms >= 0 && budget-- > 0 && max_runs > 0 && (r = ph->lru[RUN_DIRTY].head) != NULL &&
+           old_enough(r, now_ns, dirty_ms)) {
         purged += r->npages;
+        max_runs--;
         purge_run(ph, r, muzzy_ms == 0 ? RUN_CLEAN : RUN_MUZZY, now_ns);
     }
-    while (muzzy_ms >= 0 && (r = ph->lru[RUN_MUZZY].head) != NULL && old_enough(r, now_ns, muzzy_ms)) {
+    budget = ph->free_runs[RUN_MUZZY].nruns;
+    while (muzzy_ms >= 0 && budget-- > 0 && max_runs > 0 && (r = ph->lru[RUN_MUZZY].head) != NULL &&
+           old_enough(r, now_ns, muzzy_ms) && r->freed_at_ns != now_ns) {
         purged += r->npages;
+        max_runs--;
         purge_run(ph, r, RUN_CLEAN, now_ns);
     }
     return purged;
+}
+
+size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms)
+{
+    return ph_decay_bounded(ph, now_ns, dirty_ms, muzzy_ms, SIZE_MAX);
 }
 
 size_t ph_free_pages(const page_heap_t *ph, enum run_state state) { return ph->free_runs[state].npages; }

@@ -43,6 +43,7 @@ typedef struct page_request {
     size_t npages;
     size_t align;    /* bytes, a power of two, >= PAGE */
     size_t phase;    /* bytes, multiple of PAGE, < align: start % align == phase */
+    bool zero;       /* wanted zeroed: clean runs first */
 } page_request_t;
 
 void ph_init(page_heap_t *ph, struct arena *arena);
@@ -62,6 +63,9 @@ void ph_unmap_inner_pages(span_t *span);
 /* Purge free runs older than the decay times (ms; 0 = all, <0 = never).
  * Returns the number of pages purged. */
 size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms);
+/* The same, purging at most max_runs runs (allocation paths bound the
+ * work they do for decay). */
+size_t ph_decay_bounded(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms, size_t max_runs);
 /* Invariant walk over every segment: spans tile each segment, the page map
  * obeys the rule in span.h, indexes agree. False and a message if not. */
 bool ph_check(page_heap_t *ph);

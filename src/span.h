@@ -82,6 +82,20 @@ DPM_INLINE bool span_is_block_start(const span_t *s, uintptr_t p)
     return rotate_right(x, s->div_shift) <= s->last_index;
 }
 
+/* Index of the block at p, or a value above last_index if p is not a
+ * block start of s. */
+DPM_INLINE uint64_t span_block_index(const span_t *s, uintptr_t p)
+{
+    return rotate_right((uint64_t)(p - s->base) * s->div_inv, s->div_shift);
+}
+
+/* True if block idx sits free in its slab (large blocks: never). A racy
+ * read by design: it is only a misuse check, re-done under the bin lock. */
+DPM_INLINE bool span_block_is_free(const span_t *s, uint64_t idx)
+{
+    return (__atomic_load_n(&s->free_bits[idx / 64], __ATOMIC_RELAXED) >> (idx % 64)) & 1;
+}
+
 DPM_INLINE size_t span_index_of(const span_t *s, uintptr_t p)
 {
     uint64_t x = (uint64_t)(p - s->base) * s->div_inv;

@@ -77,7 +77,9 @@ static bool tcache_alloc_slots(tcache_t *tc)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         unsigned n = nslots_for_class(c);
-        void **slots = base_alloc(n * sizeof(void *), CACHELINE);
+        /* one more slot: *top stays NULL, so the double-free check of the
+         * free fast path (*head != p) may read it when the bin is empty */
+        void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
         if (slots == NULL)
             return false;
         tc->stats[c].cap = n;
@@ -102,10 +104,37 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
     tc->enabled = true;
 }
 
+/* The key's value makes its destructor run at thread exit: the thread's
+ * cache, or &tcache_empty for a thread that has an arena but no cache. */
+static void ensure_exit_hook(void)
+{
+    if (pthread_getspecific(g.thread_key) == NULL)
+        pthread_setspecific(g.thread_key, &tcache_empty);
+}
+
+/* nthreads counts the threads whose allocations go to an arena (assigned
+ * round-robin or bound with thread.arena), cached or not. */
+static void set_thread_arena(arena_t *a)
+{
+    if (tls_arena != NULL)
+        __atomic_fetch_sub(&tls_arena->nthreads, 1, __ATOMIC_RELAXED);
+    if (a != NULL)
+        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    tls_arena = a;
+}
+
 arena_t *thread_arena(void)
 {
-    if (tls_arena == NULL)
-        tls_arena = arena_choose();
+    arena_t *a = tls_arena;
+    if (likely(a != NULL && !a->destroyed))
+        return a;
+    if (a != NULL)
+        tls_arena = NULL;   /* its arena was destroyed under it; no longer counted */
+    if (tls_state == THREAD_EXITING)
+        return arena_choose();   /* past the exit hook: nothing would uncount it */
+    set_thread_arena(arena_choose());
+    if (tls_state != THREAD_EXITING)
+        ensure_exit_hook();
     return tls_arena;
 }
 
@@ -127,7 +156,6 @@ bool tcache_create_for_thread(void)
             return false;
     }
     tcache_reset(tc, arena);
-    __atomic_fetch_add(&arena->nthreads, 1, __ATOMIC_RELAXED);
     mutex_lock(&tcaches_lock);
     list_link(&tcaches_live, tc);
     mutex_unlock(&tcaches_lock);
@@ -147,7 +175,9 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
         large_request_t req = {.size = sc_size(c), .align = 1};
         return arena_alloc_large(tc->arena, &req);
     }
-    unsigned want = b->ncached_max / 2 + 1;
+    /* A manual arena's blocks never sit in a cache (its reset would leave
+     * them dangling there): bound threads take one block at a time. */
+    unsigned want = tc->arena->manual ? 1 : b->ncached_max / 2 + 1;
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
         want = ARRAY_LEN(batch);
@@ -188,6 +218,13 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 void tcache_free_full(tcache_t *tc, unsigned c, void *p)
 {
     tc_bin_t *b = &tc->bins[c];
+    if (b->ncached_max == 0) {   /* tuned to hold nothing: straight home */
+        if (c < NSMALL)
+            bin_flush(&p, 1);
+        else
+            arena_free_large(span_of(p));
+        return;
+    }
     flush_oldest(tc, c, (b->ncached_max + 1) / 2);
     tc_bin_push(b, p);
 }
@@ -226,17 +263,22 @@ void thread_bind_arena(arena_t *a)
     if (tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tcache_flush_all(tc);
-        __atomic_fetch_sub(&tc->arena->nthreads, 1, __ATOMIC_RELAXED);
         tc->arena = a;
-        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    } else if (tls_state == THREAD_NOCACHE) {
+        tcache_t *tc = pthread_getspecific(g.thread_key);
+        if (tc != NULL && tc != &tcache_empty)
+            tc->arena = a;
     }
-    tls_arena = a;
+    set_thread_arena(a);
+    ensure_exit_hook();
 }
 
 void thread_tcache_enable(bool on)
 {
     /* The key keeps the cache while it is disabled: stats, thread exit. */
     tcache_t *tc = tls_state == THREAD_NEW ? NULL : pthread_getspecific(g.thread_key);
+    if (tc == &tcache_empty)
+        tc = NULL;
     if (!on) {
         if (tls_state == THREAD_CACHED) {
             tcache_flush_all(tc);
@@ -281,7 +323,7 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
         if (n > tc->stats[c].cap) {
             /* Grow the bin's slots; the old ones stay with the metadata. */
-            void **slots = base_alloc(n * sizeof(void *), CACHELINE);
+            void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
             if (slots == NULL)
                 return ENOMEM;
             tc->stats[c].cap = n;
@@ -316,13 +358,13 @@ static void absorb_stats(const tcache_t *tc)
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;
-    if (tc == NULL)
-        return;
     tls_tcache = &tcache_empty;
     tls_state = THREAD_EXITING;
+    set_thread_arena(NULL);
+    if (tc == NULL || tc == &tcache_empty)
+        return;
     tcache_flush_all(tc);
     absorb_stats(tc);
-    __atomic_fetch_sub(&tc->arena->nthreads, 1, __ATOMIC_RELAXED);
     mutex_lock(&tcaches_lock);
     list_unlink(&tcaches_live, tc);
     list_link(&tcaches_spare, tc);
@@ -348,9 +390,9 @@ void tcaches_postfork_child(void)
     tcaches_live = NULL;
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
-        if (tc != NULL) {
+        if (tc != NULL && tc != &tcache_empty)
             list_link(&tcaches_live, tc);
-            tc->arena->nthreads = 1;
-        }
     }
+    if (tls_arena != NULL)
+        tls_arena->nthreads = 1;   /* arenas_postfork_child zeroed the others */
 }

@@ -81,3 +81,7 @@ void type_snapshot(uint16_t id, type_stats_t *out)
     out->nalloc = __atomic_load_n(&types[id].nalloc, __ATOMIC_RELAXED);
     out->nfree = __atomic_load_n(&types[id].nfree, __ATOMIC_RELAXED);
 }
+
+void types_prefork(void) { mutex_lock(&types_lock); }
+void types_postfork_parent(void) { mutex_unlock(&types_lock); }
+void types_postfork_child(void) { mutex_init(&types_lock); }

@@ -26,5 +26,8 @@ void type_count_free(uint16_t id, size_t bytes);
 /* Number of registered types, and a racy copy of one's counters. */
 unsigned types_count(void);
 void type_snapshot(uint16_t id, type_stats_t *out);
+void types_prefork(void);
+void types_postfork_parent(void);
+void types_postfork_child(void);
 
 #endif

@@ -17,6 +17,13 @@
 #define DPM_COLD __attribute__((cold, noinline))
 #define DPM_EXPORT __attribute__((visibility("default")))
 
+/* DPM_STATS=0 compiles out the counters that sit on fast paths (thread
+ * cache requests, lock acquisitions); only used to measure what they cost
+ * (tools/stats_cost.sh). */
+#ifndef DPM_STATS
+#define DPM_STATS 1
+#endif
+
 #define CACHELINE 64
 /* Per-thread and per-arena structures carry this so that no two cores ever
  * write the same line (seed 001: packed per-core counters cost 3.7x IPC). */

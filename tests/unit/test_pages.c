@@ -13,6 +13,11 @@
 #include <string.h>
 
 #define NLIVE 400
+#ifdef DPM_TEST_SANITIZED
+#define STEPS 3000
+#else
+#define STEPS 20000
+#endif
 
 static span_t *live[NLIVE];
 
@@ -62,7 +67,7 @@ int main(void)
     EXPECT_TRUE(a != NULL, "no arena");
     page_heap_t *ph = &a->ph;
     uint64_t rng = 99, now = 1000000000;
-    for (int step = 0; step < 20000; step++) {
+    for (int step = 0; step < STEPS; step++) {
         int i = (int)(unit_rand(&rng) % NLIVE);
         unsigned op = unit_rand(&rng) % 10;
         now += unit_rand(&rng) % 3000000;
