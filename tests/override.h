@@ -118,4 +118,31 @@ static inline void test_expect_override(void)
 #endif
 }
 
+/*
+ * Opaque calls. clang (14) knows the allocation family as library functions
+ * that touch only memory the program cannot see, and so folds away a read
+ * of errno after a failed call (valloc even with -fno-builtin-valloc). The
+ * tests call them through volatile pointers, which it cannot see through.
+ * (Function-like macros: `malloc` without parentheses, as used above to
+ * take addresses, still names the real function.)
+ */
+static void *(*volatile test_malloc_fn)(size_t) = malloc;
+static void *(*volatile test_calloc_fn)(size_t, size_t) = calloc;
+static void *(*volatile test_realloc_fn)(void *, size_t) = realloc;
+static void *(*volatile test_reallocarray_fn)(void *, size_t, size_t) = reallocarray;
+static int (*volatile test_posix_memalign_fn)(void **, size_t, size_t) = posix_memalign;
+static void *(*volatile test_aligned_alloc_fn)(size_t, size_t) = aligned_alloc;
+static void *(*volatile test_memalign_fn)(size_t, size_t) = memalign;
+static void *(*volatile test_valloc_fn)(size_t) = valloc;
+static void *(*volatile test_pvalloc_fn)(size_t) = pvalloc;
+#define malloc(n) test_malloc_fn(n)
+#define calloc(n, s) test_calloc_fn(n, s)
+#define realloc(p, n) test_realloc_fn(p, n)
+#define reallocarray(p, n, s) test_reallocarray_fn(p, n, s)
+#define posix_memalign(pp, a, n) test_posix_memalign_fn(pp, a, n)
+#define aligned_alloc(a, n) test_aligned_alloc_fn(a, n)
+#define memalign(a, n) test_memalign_fn(a, n)
+#define valloc(n) test_valloc_fn(n)
+#define pvalloc(n) test_pvalloc_fn(n)
+
 #endif /* DPM_TEST_OVERRIDE_H */
