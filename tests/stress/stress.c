@@ -4,9 +4,10 @@
  * Built against the dpm_ API (STRESS_DPM_API, dpmalloc_plain, also run
  * under ASan and TSan) and against the libc names (static link and
  * LD_PRELOAD). Proves that with 8+ threads:
- *  - shared_slots: objects allocated by one thread and freed or realloc'ed
- *    by another (random sizes 1 .. 64 KiB, sometimes 100 KiB .. 4 MiB,
- *    sometimes aligned) keep their contents until freed;
+ *  - shared_slots: objects allocated by one thread and freed (plain or
+ *    sized free) or realloc'ed by another (random sizes 1 .. 64 KiB,
+ *    sometimes 100 KiB .. 4 MiB, sometimes aligned, for the dpm_ API also
+ *    aligned at an offset) keep their contents until freed;
  *  - producer_consumer: objects handed through mutex queues (4 pairs) and
  *    through lock-free single-producer rings (4 pairs) arrive intact;
  *  - exiting_owners: threads that allocate and exit at once, while other
@@ -25,6 +26,8 @@
 #define T_FREE(p) dpm_free(p)
 #define T_REALLOC(p, n) dpm_realloc(p, n)
 #define T_ALIGNED(n, a) dpm_malloc_aligned(n, a)
+#define T_ALIGNED_AT(n, a, off) dpm_malloc_aligned_at(n, a, off)
+#define T_FREE_SIZED(p, n) dpm_free_sized(p, n)
 #define T_USABLE(p) dpm_usable_size(p)
 #else
 #include "override.h"
@@ -32,6 +35,8 @@
 #define T_FREE(p) free(p)
 #define T_REALLOC(p, n) realloc(p, n)
 #define T_ALIGNED(n, a) aligned_alloc(a, n)
+#define T_ALIGNED_AT(n, a, off) aligned_alloc(a, n) /* no libc form */
+#define T_FREE_SIZED(p, n) free_sized(p, n)
 #define T_USABLE(p) malloc_usable_size(p)
 TEST(override_in_effect) { test_expect_override(); }
 #endif
@@ -107,6 +112,19 @@ static void *alloc_obj(uint64_t *rng, size_t *n_out, uint64_t *tag_out)
             if (atomic_fetch_add(&errors, 1) < 10)
                 fprintf(stderr, "aligned(%zu, %zu) = %p misaligned\n", n, a, p);
         }
+    } else if (r % 8 == 1) {
+#ifdef STRESS_DPM_API
+        size_t a = (size_t)1 << (3 + (r >> 8) % 10); /* 8 .. 4096 */
+        size_t off = (size_t)(r >> 24) % a;
+#else
+        size_t a = (size_t)1 << (3 + (r >> 8) % 10), off = 0;
+#endif
+        p = T_ALIGNED_AT(n, a, off);
+        if (p && ((uintptr_t)p + off) % a) {
+            if (atomic_fetch_add(&errors, 1) < 10)
+                fprintf(stderr, "aligned_at(%zu, %zu, %zu) = %p misaligned\n",
+                        n, a, off, p);
+        }
     } else {
         p = T_MALLOC(n);
     }
@@ -118,6 +136,10 @@ static void *alloc_obj(uint64_t *rng, size_t *n_out, uint64_t *tag_out)
     }
     if (T_USABLE(p) < n && atomic_fetch_add(&errors, 1) < 10)
         fprintf(stderr, "usable size %zu < %zu\n", (size_t)T_USABLE(p), n);
+#ifndef STRESS_DPM_API
+    if (r % 8 <= 1) /* C23: free_sized is for malloc/calloc/realloc blocks */
+        r &= ~(uint64_t)0x100;
+#endif
     obj_fill(p, n, r);
     *n_out = n;
     *tag_out = r;
@@ -129,7 +151,10 @@ static void free_obj(void *p, size_t n, uint64_t tag, const char *where)
     size_t at = obj_check(p, n, tag);
     if (at != n)
         report_corrupt(where, p, n, at);
-    T_FREE(p);
+    if (tag & 0x100) /* half the frees say the size */
+        T_FREE_SIZED(p, n);
+    else
+        T_FREE(p);
 }
 
 /* ---------------- shared slots ---------------- */
@@ -196,7 +221,7 @@ TEST(shared_slots)
         pthread_mutex_init(&slots[i].mu, NULL);
     for (int i = 0; i < NT; i++) {
         a[i].id = i;
-        a[i].ops = SCALE(60000);
+        a[i].ops = SCALE(150000);
         EXPECT_EQ_I(pthread_create(&t[i], NULL, slot_worker, &a[i]), 0);
     }
     for (int i = 0; i < NT; i++)
@@ -321,7 +346,7 @@ TEST(producer_consumer)
     pthread_t pt[NPAIRS], ct[NPAIRS];
     struct pc_arg pa[NPAIRS], ca[NPAIRS];
     atomic_store(&errors, 0);
-    int count = SCALE(20000);
+    int count = SCALE(40000);
     for (int i = 0; i < NPAIRS; i++) {
         memset(&pa[i], 0, sizeof pa[i]);
         if (i % 2) {
