@@ -18,11 +18,21 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
 static unsigned next_arena;
 
+/* Fresh state for a new arena or a destroyed slot being reused. A reused
+ * slot keeps only its descriptor pools (their memory is metadata that was
+ * never given back); counters, special bins and names start over. */
 static void arena_init_fields(arena_t *a, unsigned index, bool manual, const char *name)
 {
+    pool_t spans = a->ph.spans, type_arrays = a->ph.type_arrays;
+    bool reused = a->destroyed;
+    memset(a, 0, sizeof(*a));
     mutex_init(&a->lock);
     mutex_init(&a->special_lock);
     ph_init(&a->ph, a);
+    if (reused) {
+        a->ph.spans = spans;
+        a->ph.type_arrays = type_arrays;
+    }
     a->index = index;
     a->manual = manual;
     a->destroyed = false;
@@ -330,6 +340,7 @@ void arena_free_large(span_t *s)
     ls->nfree++;
     ls->live_bytes -= s->usable;
     type_count_free(s->type_id, s->usable);
+    a->clock_ns = os_now_ns();   /* decay counts from the free itself */
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock(&a->lock);

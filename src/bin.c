@@ -7,6 +7,7 @@
 #include "bin.h"
 #include "arena.h"
 #include "error.h"
+#include "os.h"
 #include "pages.h"
 #include "types.h"
 
@@ -125,6 +126,7 @@ static void slab_release(bin_t *bin, span_t *s)
     bin->stats.curslabs--;
     mutex_lock(&a->lock);
     ph_unmap_inner_pages(s);
+    a->clock_ns = os_now_ns();   /* decay counts from the free itself */
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock(&a->lock);

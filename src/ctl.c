@@ -397,8 +397,14 @@ static int h_opt(const ctl_call_t *c, const void *arg)
 
 /* ---- the table --------------------------------------------------------- */
 
-#define ARENA_STAT(name, member, kind) {"stats.arenas.#." name, #kind, "r-", h_stat_arena, FIELD(arena_snap_t, member, kind)}
-#define BIN_STAT(name, member, kind) {"stats.arenas.#.bins.#." name, #kind, "r-", h_stat_bin, FIELD(bin_snap_t, member, kind)}
+#define CTYPE_F_U32 "unsigned"
+#define CTYPE_F_U64 "uint64_t"
+#define CTYPE_F_SIZE "size_t"
+#define CTYPE_F_I64_AS_SSIZE "ssize_t"
+#define ARENA_STAT(name, member, kind) \
+    {"stats.arenas.#." name, CTYPE_##kind, "r-", h_stat_arena, FIELD(arena_snap_t, member, kind)}
+#define BIN_STAT(name, member, kind) \
+    {"stats.arenas.#.bins.#." name, CTYPE_##kind, "r-", h_stat_bin, FIELD(bin_snap_t, member, kind)}
 
 static const ctl_node_t fixed_nodes[] = {
     {"version", "const char *", "r-", h_version, NULL},

@@ -6,6 +6,7 @@
 #include "pages.h"
 #include "error.h"
 #include "mutex.h"
+#include "conf.h"
 #include "os.h"
 #include "types.h"
 
@@ -182,6 +183,8 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
         return NULL;
     }
     seg->free_pages = npages;
+    if (opt.thp != THP_DEFAULT)
+        os_hint_hugepage(seg, size, opt.thp == THP_ALWAYS);
     run->kind = SPAN_FREE;
     run->state = RUN_CLEAN;
     map_ends(run);
