@@ -45,6 +45,8 @@ static void default_slab_shape(size_t size, uint32_t *pages, uint32_t *objs)
     *objs = (uint32_t)(n > SLAB_MAX_OBJS ? SLAB_MAX_OBJS : n);
 }
 
+static void fill_lookup(void);
+
 void sc_init(const uint32_t *slab_pages_override)
 {
     for (unsigned c = 0; c < NCLASSES; c++) {
@@ -66,14 +68,27 @@ void sc_init(const uint32_t *slab_pages_override)
             }
         }
     }
+    fill_lookup();
+}
+
+/* The lookup table depends on the class formula only. It is filled before
+ * main by a constructor, so that the malloc fast path of threads racing
+ * the first initialisation reads settled values; the fill at init covers
+ * allocations made before constructors run, and is skipped once done. */
+static void fill_lookup(void)
+{
+    if (__atomic_load_n(&sc_lookup[SC_LOOKUP_MAX / QUANTUM], __ATOMIC_ACQUIRE) != 0)
+        return;
     unsigned c = 0;
     for (size_t i = 0; i <= SC_LOOKUP_MAX / QUANTUM; i++) {
         size_t size = i * QUANTUM;
-        while (sc_table[c].size < size)
+        while (sc_formula_size(c) < size)
             c++;
-        sc_lookup[i] = (uint8_t)c;
+        __atomic_store_n(&sc_lookup[i], (uint8_t)c, __ATOMIC_RELEASE);
     }
 }
+
+__attribute__((constructor)) static void fill_lookup_before_main(void) { fill_lookup(); }
 
 unsigned sc_of_size_aligned(size_t size, size_t align)
 {
