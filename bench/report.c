@@ -406,13 +406,26 @@ static void markdown_plot(FILE *f, const char *workload, const char *plot_dir)
             fprintf(f, "![%s](%s/%s)\n\n", workload, plot_dir, plot_of[i][1]);
 }
 
+#ifndef DPMBENCH_SOURCE_DIR
+#define DPMBENCH_SOURCE_DIR ""
+#endif
+
+/* Paths inside the source tree are shown relative to it. */
+static const char *display_path(const char *path)
+{
+    size_t len = strlen(DPMBENCH_SOURCE_DIR);
+    if (len && !strncmp(path, DPMBENCH_SOURCE_DIR, len) && path[len] == '/')
+        return path + len + 1;
+    return path;
+}
+
 static void markdown_backends(FILE *f, const struct run *run)
 {
     for (int b = 0; b < run->nbe; b++) {
         const struct backend_spec *s = &run->be[b];
         fprintf(f, "- **%s** %s: %s%s\n", s->name, s->version, s->missing ? "not measured, " : "",
                 s->missing  ? s->missing
-                : s->preload ? s->preload
+                : s->preload ? display_path(s->preload)
                 : s->kind == BACKEND_NATIVE_DPM ? "dpm_ API, linked statically (dpmalloc_plain)"
                 : s->kind == BACKEND_RTE ? "DPDK rte_malloc, EAL --no-huge -m 2048 --no-pci"
                                          : "the system's malloc (LD_PRELOAD unset)");
