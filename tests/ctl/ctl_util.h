@@ -19,10 +19,10 @@
 
 /* ---- dpm_ctl wrappers ---- */
 
-/* Formats a ctl name into a static buffer (one at a time). */
+/* Formats a ctl name into a per-thread buffer (one at a time per thread). */
 static inline const char *ctl_name(const char *fmt, ...)
 {
-    static char buf[160];
+    static _Thread_local char buf[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
