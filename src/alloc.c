@@ -264,7 +264,8 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     if (align <= PAGE) {
         unsigned c = sc_of_size_aligned(size, align);
-        if (c < NSMALL && off == 0)
+        /* cached large classes are page aligned, so they serve too */
+        if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
         if (c < NSMALL) {
             void *p = phased_small(c, size, (uint32_t)((align - off) & (align - 1)), zero);

@@ -367,7 +367,10 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
             type_count_free(s->type_id, before);
             type_count_alloc(s->type_id, s->usable);
         }
-        s->tcache_class = TC_NONE;   /* no longer its class's size */
+        /* No longer its class's size; and a block that grew is better back
+         * in the page heap than in a cache, where it would hem in the next
+         * block that wants to grow. */
+        s->tcache_class = TC_NONE;
         arena_tick(a);
     }
     mutex_unlock(&a->lock);

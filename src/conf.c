@@ -44,7 +44,7 @@ static void set_defaults(void)
 {
     memset(&opt, 0, sizeof(opt));
     opt.tcache = true;
-    opt.tcache_max = 32768;
+    opt.tcache_max = (size_t)128 << 10;
     opt.tcache_nslots_small_min = 20;
     opt.tcache_nslots_small_max = 200;
     opt.tcache_nslots_large = 20;

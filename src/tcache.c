@@ -28,10 +28,18 @@ unsigned tcache_classes_for(size_t tcache_max)
     return n > TC_MAX_CLASSES ? TC_MAX_CLASSES : n;
 }
 
+/* Large classes get tcache_nslots_large slots up to 32 KiB and fewer as
+ * they grow (at least 4), so a full cache holds a few MiB at most. */
+#define TC_LARGE_FULL_SLOTS_MAX ((size_t)32 << 10)
+
 static unsigned nslots_for_class(unsigned c)
 {
-    if (c >= NSMALL)
-        return opt.tcache_nslots_large;
+    if (c >= NSMALL) {
+        size_t n = opt.tcache_nslots_large;
+        if (sc_size(c) > TC_LARGE_FULL_SLOTS_MAX)
+            n = n * TC_LARGE_FULL_SLOTS_MAX / sc_size(c);
+        return n < 4 ? (opt.tcache_nslots_large < 4 ? opt.tcache_nslots_large : 4) : (unsigned)n;
+    }
     unsigned n = sc_table[c].slab_objs << opt.lg_tcache_nslots_mul;
     if (n < opt.tcache_nslots_small_min)
         n = opt.tcache_nslots_small_min;
