@@ -6,7 +6,10 @@
  * with <i>/<j>/<k> replaced by 0); every readable one ("r-", "rw") reads
  * with exactly sizeof(documented type); every pattern of the
  * implementation's table (src/ctl.h ctl_node_count/ctl_node_at) is
- * documented; and documented type and access equal the table's, whose
+ * documented; every r- name refuses writes (EPERM), every readable name
+ * refuses a read of the wrong size and every writable one a write of the
+ * wrong size (EINVAL), every action refuses oldp/newp (EINVAL); and
+ * documented type and access equal the table's, whose
  * type column must be a C type (ctl.h: "C type of the value").
  * Links dpmalloc_plain with src/ on the include path; label sanitize.
  *
@@ -166,6 +169,54 @@ TEST(every_documented_name_resolves)
     }
 }
 
+/* Access and sizes, for every documented name (index 0 where there is
+ * one): r- names refuse writes with EPERM; readable names refuse a read of
+ * the wrong size with EINVAL; writable names refuse a write of the wrong
+ * size with EINVAL (before acting); actions refuse oldp and newp. */
+TEST(access_enforced_for_every_documented_name)
+{
+    ctl_refresh();
+    for (unsigned i = 0; i < ndoc; i++) {
+        const struct doc_row *r = &doc[i];
+        size_t size = size_of_type(r->type);
+        if (size == (size_t)-1)
+            continue;
+        unsigned char buf[32], val[32];
+        memset(val, 0, sizeof val);
+        if (strcmp(r->access, "--") == 0) {
+            size_t len = sizeof(unsigned);
+            int e1 = dpm_ctl(r->name, buf, &len, NULL, 0);
+            int e2 = dpm_ctl(r->name, NULL, NULL, val, sizeof(unsigned));
+            EXPECT(e1 == EINVAL && e2 == EINVAL, "action %s: with oldp %d, with newp %d (expected EINVAL)", r->name,
+                   e1, e2);
+            continue;
+        }
+        if (r->access[0] == 'r' && strcmp(r->name, "arenas.lookup") != 0 &&
+            strcmp(r->name, "thread.tcache.ncached_max.read_sizeclass") != 0) {
+            size_t len = size + 1;
+            int e = dpm_ctl(r->name, buf, &len, NULL, 0);
+            EXPECT(e == EINVAL, "%s: read with %zu bytes (type %s) gave %d, expected EINVAL", r->name, size + 1,
+                   r->type, e);
+        }
+        if (strcmp(r->access, "r-") == 0) {
+            int e = dpm_ctl(r->name, NULL, NULL, val, size);
+            EXPECT(e == EPERM, "read-only %s: write gave %d, expected EPERM", r->name, e);
+        } else {
+            /* rw / -w: a value one byte too long is refused before anything
+             * happens (arenas.create makes no arena, and so on) */
+            unsigned before = CTL_UNS("arenas.narenas");
+            size_t len = size;
+            int e = r->access[0] == 'r' && strcmp(r->name, "arenas.lookup") != 0 &&
+                            strcmp(r->name, "thread.tcache.ncached_max.read_sizeclass") != 0
+                        ? dpm_ctl(r->name, buf, &len, val, size + 1)
+                        : dpm_ctl(r->name, NULL, NULL, val, size + 1);
+            EXPECT(e == EINVAL, "writable %s: write of %zu bytes (type %s) gave %d, expected EINVAL", r->name,
+                   size + 1, r->type, e);
+            EXPECT_EQ_U(CTL_UNS("arenas.narenas"), before);
+        }
+    }
+}
+
 TEST(every_table_pattern_documented)
 {
     unsigned n = ctl_node_count();
@@ -220,6 +271,7 @@ int main(int argc, char **argv)
     dpm_free(warm);
     RUN(doc_parses);
     RUN(every_documented_name_resolves);
+    RUN(access_enforced_for_every_documented_name);
     RUN(every_table_pattern_documented);
     RUN(table_types_are_the_documented_c_types);
     return test_done();
