@@ -454,7 +454,7 @@ static int ncached_zero_child(void *arg)
 
 TEST(tcache_ncached_max_zero)
 {
-    if (TEST_TSAN) {
+    if (TEST_TSAN && !tsan_fork_ok()) {
         /* no fork under ThreadSanitizer (the fork handlers hold more locks
          * than its deadlock detector tracks): run it here */
         int e;

@@ -96,6 +96,15 @@ static inline unsigned ctl_uns_at(const char *file, int line, const char *name)
                       (err), got_, got_ > 0 ? strerror(got_) : "-");           \
     } while (0)
 
+/* Under ThreadSanitizer fork works only with detect_deadlocks=0 (make tsan
+ * sets it): fork's prepare handler holds every arena and bin lock, more
+ * than the deadlock detector tracks. */
+static inline bool tsan_fork_ok(void)
+{
+    const char *o = getenv("TSAN_OPTIONS");
+    return o != NULL && strstr(o, "detect_deadlocks=0") != NULL;
+}
+
 /* ---- running a helper program ---- */
 
 struct spawn_result {
