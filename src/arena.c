@@ -377,6 +377,9 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
     return ok && s->usable >= size;
 }
 
+void arenas_iteration_lock(void) { mutex_lock(&arenas_lock); }
+void arenas_iteration_unlock(void) { mutex_unlock(&arenas_lock); }
+
 /* ---- fork -------------------------------------------------------------- */
 
 /* Every lock of every arena, in the global lock order: all special

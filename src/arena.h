@@ -108,6 +108,11 @@ void arena_purge_all(arena_t *a);
  * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena
  * locks are leaves, so callers may hold a bin lock. */
 void arenas_release_free_memory(void);
+/* Held while visiting every arena (stats, background decay): arenas are
+ * not created, destroyed or re-initialised meanwhile. Never take it while
+ * holding a bin or arena lock (fork takes it first). */
+void arenas_iteration_lock(void);
+void arenas_iteration_unlock(void);
 /* Every lock of every arena, for fork. */
 void arenas_prefork(void);
 void arenas_postfork_parent(void);

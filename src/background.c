@@ -31,6 +31,7 @@ static uint64_t wake_interval_ns(void)
 
 static void decay_every_arena(void)
 {
+    arenas_iteration_lock();
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
@@ -41,6 +42,7 @@ static void decay_every_arena(void)
         ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
         mutex_unlock(&a->lock);
     }
+    arenas_iteration_unlock();
 }
 
 static void *background_main(void *arg)

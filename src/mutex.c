@@ -15,10 +15,10 @@ void mutex_lock_contended(dpm_mutex_t *m)
     uint64_t t0 = os_now_ns();
     pthread_mutex_lock(&m->lock);
     uint64_t waited = os_now_ns() - t0;
-    m->n_contended++;
-    m->wait_ns_total += waited;
+    __atomic_store_n(&m->n_contended, m->n_contended + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->wait_ns_total, m->wait_ns_total + waited, __ATOMIC_RELAXED);
     if (waited > m->wait_ns_max)
-        m->wait_ns_max = waited;
+        __atomic_store_n(&m->wait_ns_max, waited, __ATOMIC_RELAXED);
 }
 
 void mutex_stats_add(const dpm_mutex_t *m, mutex_stats_t *out)

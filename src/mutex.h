@@ -34,7 +34,9 @@ DPM_INLINE void mutex_lock(dpm_mutex_t *m)
     if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
         mutex_lock_contended(m);
 #if DPM_STATS
-    m->n_acquired++;
+    /* Under the lock, so no RMW is needed; an atomic store because stats
+     * read it from other threads. */
+    __atomic_store_n(&m->n_acquired, m->n_acquired + 1, __ATOMIC_RELAXED);
 #endif
 }
 

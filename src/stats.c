@@ -201,6 +201,7 @@ static uint64_t refresh_locked(void)
     if (!ensure_capacity(n))
         return snap.epoch;
     snap.narenas = n;
+    arenas_iteration_lock();
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         if (a != NULL && !a->destroyed)
@@ -208,6 +209,7 @@ static uint64_t refresh_locked(void)
         else
             memset(&snap.arenas[i], 0, sizeof(arena_snap_t));
     }
+    arenas_iteration_unlock();
     tcaches_for_each(add_tcache, NULL);
     sum_totals();
     snap_taken = true;
