@@ -17,7 +17,9 @@
  * overriding them key by key; thp:always / thp:never show up as the
  * hg / nh VmFlags of the allocator's mappings.
  *
- * usage: test_ctl_conf <conf_child> <conf_symbol_child>
+ * Defaults and ranges are those documented in docs/config.md.
+ *
+ * usage: test_ctl_conf <conf_child> <conf_symbol_child> <docs/config.md>
  *                      [<conf_child linked with dpmalloc_static>
  *                       <conf_symbol_child linked with the shared dpmalloc>]
  */
@@ -27,27 +29,75 @@
 static const char *child_path, *symbol_child_path;
 static const char *override_child_path, *shared_symbol_child_path;   /* optional */
 
-/* Defaults from src/conf.c set_defaults() and docs/config.md. */
-static const char *const defaults[][2] = {
-    {"opt.narenas", "0"},
-    {"opt.tcache", "1"},
-    {"opt.tcache_max", "32768"},
-    {"opt.tcache_nslots_small_min", "20"},
-    {"opt.tcache_nslots_small_max", "200"},
-    {"opt.tcache_nslots_large", "20"},
-    {"opt.lg_tcache_nslots_mul", "1"},
-    {"opt.dirty_decay_ms", "10000"},
-    {"opt.muzzy_decay_ms", "0"},
-    {"opt.background_thread", "0"},
-    {"opt.stats_print", "0"},
-    {"opt.stats_cycles", "0"},
-    {"opt.stats_print_opts", ""},
-    {"opt.junk", "0"},
-    {"opt.zero", "0"},
-    {"opt.thp", "default"},
-    {"opt.slab_sizes", ""},
-};
-#define NDEFAULTS (sizeof defaults / sizeof defaults[0])
+/* Defaults and numeric ranges, read from docs/config.md (the table
+ * "| `key` | type | default | range | meaning |"): the documentation is
+ * what the test holds the implementation to. */
+#define MAX_KEYS 64
+static const char *config_md;
+static char defaults[MAX_KEYS][2][96];   /* "opt.<key>", default as printed by conf_child */
+static size_t ndefaults;
+static struct {
+    char key[64];
+    long long lo, hi;
+} ranges[MAX_KEYS];
+static size_t nranges;
+#define NDEFAULTS ndefaults
+
+static void trim_cell(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '`'))
+        s[--n] = '\0';
+    size_t k = strspn(s, " `");
+    memmove(s, s + k, strlen(s + k) + 1);
+}
+
+static bool load_config_md(void)
+{
+    FILE *f = fopen(config_md, "r");
+    if (f == NULL) {
+        fprintf(stderr, "cannot open %s\n", config_md);
+        return false;
+    }
+    char line[2048];
+    while (fgets(line, sizeof line, f) != NULL && ndefaults < MAX_KEYS) {
+        if (strncmp(line, "| `", 3) != 0)
+            continue;
+        char *cell[4], *p = line + 1;
+        int n = 0;
+        for (; n < 4; n++) {
+            char *bar = strchr(p, '|');
+            if (bar == NULL)
+                break;
+            *bar = '\0';
+            cell[n] = p;
+            p = bar + 1;
+        }
+        if (n < 4)
+            continue;
+        for (int i = 0; i < 4; i++)
+            trim_cell(cell[i]);
+        const char *def = cell[2];
+        if (strcmp(def, "true") == 0)
+            def = "1";
+        else if (strcmp(def, "false") == 0)
+            def = "0";
+        else if (strcmp(def, "\"\"") == 0)
+            def = "";
+        snprintf(defaults[ndefaults][0], sizeof defaults[0][0], "opt.%s", cell[0]);
+        snprintf(defaults[ndefaults][1], sizeof defaults[0][1], "%s", def);
+        ndefaults++;
+        long long lo, hi;
+        if (sscanf(cell[3], "%lld .. %lld", &lo, &hi) == 2 && nranges < MAX_KEYS) {
+            snprintf(ranges[nranges].key, sizeof ranges[0].key, "%s", cell[0]);
+            ranges[nranges].lo = lo;
+            ranges[nranges].hi = hi;
+            nranges++;
+        }
+    }
+    fclose(f);
+    return ndefaults > 0;
+}
 
 static const char *default_of(const char *key)
 {
@@ -111,7 +161,7 @@ TEST(defaults_without_conf)
         char key[64];
         size_t k = strcspn(l, "=");
         snprintf(key, sizeof key, "%.*s", (int)k, l);
-        EXPECT(default_of(key) != NULL, "option %s has no default listed in this test (and docs)", key);
+        EXPECT(default_of(key) != NULL, "option %s is not documented in %s", key, config_md);
     }
     EXPECT_KV(&res, "tcache.enabled", "1");
 }
@@ -228,6 +278,38 @@ TEST(range_ends_accepted)
             continue;
         expect_no_stderr(&res, cases[i][0]);
         EXPECT_KV(&res, cases[i][1], cases[i][2]);
+    }
+}
+
+/* Every numeric range documented in docs/config.md: both ends accepted and
+ * read back, one past either end refused with one warning. */
+TEST(documented_ranges)
+{
+    EXPECT(nranges >= 8, "only %zu numeric ranges found in %s", nranges, config_md);
+    for (size_t i = 0; i < nranges; i++) {
+        long long ends[4] = {ranges[i].lo, ranges[i].hi, ranges[i].lo - 1, ranges[i].hi + 1};
+        for (int k = 0; k < 4; k++) {
+            char conf[128], optkey[96], want[64], shown[160];
+            snprintf(conf, sizeof conf, "%.60s:%lld", ranges[i].key, ends[k]);
+            /* small_min is lowered to small_max when above it (documented) */
+            char full[160];
+            snprintf(full, sizeof full, "%s%s", conf,
+                     strcmp(ranges[i].key, "tcache_nslots_small_min") == 0 ? ",tcache_nslots_small_max:2048" : "");
+            snprintf(optkey, sizeof optkey, "opt.%.60s", ranges[i].key);
+            run_conf(child_path, full, &res);
+            if (!SPAWN_OK(&res))
+                continue;
+            if (k < 2) {
+                expect_no_stderr(&res, full);
+                snprintf(want, sizeof want, "%lld", ends[k]);
+                EXPECT_KV(&res, optkey, want);
+            } else {
+                snprintf(shown, sizeof shown, "bad value for option %s", conf);
+                EXPECT(count_lines_with(res.err, shown) == 1 && count_lines_with(res.err, "dpmalloc: ") == 1,
+                       "DPMALLOC_CONF=%s (outside the documented range): stderr\n%s", conf, res.err);
+                EXPECT_KV(&res, optkey, default_of(optkey));
+            }
+        }
     }
 }
 
@@ -473,21 +555,25 @@ TEST(thp_reaches_the_kernel)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s <conf_child> <conf_symbol_child>\n", argv[0]);
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s <conf_child> <conf_symbol_child> <docs/config.md> [...]\n", argv[0]);
         return 2;
     }
     child_path = argv[1];
     symbol_child_path = argv[2];
-    if (argc >= 5) {
-        override_child_path = argv[3];
-        shared_symbol_child_path = argv[4];
+    config_md = argv[3];
+    if (argc >= 6) {
+        override_child_path = argv[4];
+        shared_symbol_child_path = argv[5];
     }
+    if (!load_config_md())
+        return 2;
     RUN(defaults_without_conf);
     RUN(empty_and_separator_only_strings);
     RUN(every_key_set_and_read_back);
     RUN(settings_take_effect);
     RUN(range_ends_accepted);
+    RUN(documented_ranges);
     RUN(bad_values_warn_once_and_keep_default);
     RUN(bad_value_does_not_stop_other_keys);
     RUN(unknown_keys_warn_once);
