@@ -11,7 +11,9 @@
  * allocations; stats.arenas.<i>.* and stats.arenas.<i>.bins.<j>.* /
  * lextents.<k>.* of a fresh manual arena count exactly the blocks the test
  * put there; decay times written through arena.<i>.*_decay_ms show in the
- * stats; arena.<i>.purge empties the dirty pages; thread.tcache.flush
+ * stats; arena.<i>.decay purges the runs older than the decay time and
+ * only those; arena.<i>.purge empties the dirty pages; the background
+ * thread switches on and off repeatedly; thread.tcache.flush
  * empties this thread's cache; a hot malloc/free loop counts as
  * nrequests with almost no tcache_misses; nthreads summed over the arenas
  * follows threads coming and going; ncached_max read/write round-trips and
@@ -553,6 +555,28 @@ TEST(arena_actions_and_decay_times)
     EXPECT_EQ_U(CTL_SIZE(ctl_name("stats.arenas.%u.pmuzzy", m)), 0);
     for (int i = 1; i < 8; i += 2)
         dpm_free(big[i]);
+    /* decay: runs younger than the decay time stay, older ones go */
+    ssize_t ms100 = 100, zero = 0;
+    EXPECT_CTL(ctl_set(ctl_name("arena.%u.dirty_decay_ms", m), &ms100, sizeof ms100), 0);
+    EXPECT_CTL(ctl_set(ctl_name("arena.%u.muzzy_decay_ms", m), &zero, sizeof zero), 0);
+    void *dk[6];
+    for (int i = 0; i < 6; i++) {
+        dk[i] = dpm_malloc_arena(m, 256 << 10, 0);
+        if (dk[i] != NULL)
+            memset(dk[i], 2, 256 << 10);
+    }
+    for (int i = 0; i < 6; i += 2)
+        dpm_free(dk[i]);
+    EXPECT_CTL(ctl_action(ctl_name("arena.%u.decay", m)), 0);
+    ctl_refresh();
+    size_t young = CTL_SIZE(ctl_name("stats.arenas.%u.pdirty", m));
+    EXPECT(young >= 3 * (256 << 10) / 4096, "arena.%u.decay right after the frees left %zu dirty pages", m, young);
+    usleep(150 * 1000);
+    EXPECT_CTL(ctl_action(ctl_name("arena.%u.decay", m)), 0);
+    ctl_refresh();
+    EXPECT_EQ_U(CTL_SIZE(ctl_name("stats.arenas.%u.pdirty", m)), 0);
+    for (int i = 1; i < 6; i += 2)
+        dpm_free(dk[i]);
     /* reset / destroy of a manual arena; then it is gone */
     EXPECT_CTL(ctl_action(ctl_name("arena.%u.reset", m)), 0);
     EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", m)), 0);
@@ -580,6 +604,12 @@ TEST(background_thread_ctl)
     EXPECT_CTL(ctl_set("background_thread", &off, sizeof off), 0);
     EXPECT_CTL(ctl_get("background_thread", &v, sizeof v), 0);
     EXPECT(!v, "background_thread reads true after writing false");
+    /* on/off in quick succession: no hang, no leftover thread */
+    for (int i = 0; i < 20; i++) {
+        EXPECT_CTL(ctl_set("background_thread", i % 2 ? &off : &on, sizeof on), 0);
+        EXPECT_CTL(ctl_get("background_thread", &v, sizeof v), 0);
+        EXPECT(v == (i % 2 == 0), "round %d: background_thread reads %d", i, v);
+    }
 }
 
 TEST(global_stats)
