@@ -382,10 +382,34 @@ static void *churn_main(void *arg)
     return NULL;
 }
 
+/* Counts braces of a JSON report as it streams by. */
+struct brace_count {
+    long depth, min_depth, chars;
+};
+static void count_braces(void *opaque, const char *text)
+{
+    struct brace_count *b = opaque;
+    for (; *text != '\0'; text++) {
+        b->chars++;
+        if (*text == '{' || *text == '[')
+            b->depth++;
+        else if (*text == '}' || *text == ']')
+            b->depth--;
+        if (b->depth < b->min_depth)
+            b->min_depth = b->depth;
+    }
+}
+
 static void *epoch_main(void *arg)
 {
     struct churn_result *r = arg;
     while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+        if (r->cycles % 8 == 0) {   /* a whole JSON report now and then */
+            struct brace_count b = {0, 0, 0};
+            dpm_stats_print(count_braces, &b, "Jg");
+            if (b.depth != 0 || b.min_depth < 0 || b.chars < 100)
+                r->bad++;
+        }
         uint64_t one = 1, e = 0;
         size_t len = sizeof e;
         if (dpm_ctl("epoch", &e, &len, &one, sizeof one) != 0)
@@ -412,7 +436,8 @@ TEST(stats_during_create_destroy)
     pthread_join(t2, NULL);
     pthread_join(t3, NULL);
     fprintf(stderr, "    %lu + %lu create/fill/destroy cycles, %lu epochs\n", c1.cycles, c2.cycles, ep.cycles);
-    EXPECT(c1.bad == 0 && c2.bad == 0 && ep.bad == 0, "failed calls: %d, %d (churn), %d (epoch)", c1.bad, c2.bad,
+    EXPECT(c1.bad == 0 && c2.bad == 0 && ep.bad == 0,
+           "failed calls: %d, %d (churn), %d (epoch, stats.allocated, unbalanced JSON reports)", c1.bad, c2.bad,
            ep.bad);
     EXPECT(c1.cycles > 0 && c2.cycles > 0 && ep.cycles > 0, "a thread made no progress");
 }
