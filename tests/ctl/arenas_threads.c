@@ -18,7 +18,8 @@
  * succeeds and the arena is gone (name, dpm_malloc_arena, thread.arena all
  * refuse it), and the next arenas.create reuses a destroyed slot; a
  * binding made while the thread's cache is disabled still holds once the
- * cache is enabled again; in a forked child an arena bound only by the
+ * cache is enabled again; a bound thread unbinds at exit (allocated, cache
+ * disabled or never allocated); in a forked child an arena bound only by the
  * parent's other threads has no threads and can be destroyed; statistics
  * taken while other threads create and destroy arenas work (and race-free
  * under ThreadSanitizer).
@@ -353,6 +354,39 @@ TEST(fork_child_sees_only_its_thread)
     pthread_barrier_destroy(&fork_barrier);
 }
 
+/* A thread bound to an arena unbinds when it exits, whether it allocated,
+ * ran without a cache, or never allocated at all. */
+static unsigned exit_target;
+static void *exit_main(void *arg)
+{
+    int mode = (int)(intptr_t)arg;
+    if (mode == 1) {
+        bool off = false;
+        ctl_set("thread.tcache.enabled", &off, sizeof off);
+    }
+    ctl_set("thread.arena", &exit_target, sizeof exit_target);
+    if (mode != 2) {
+        void *p = dpm_malloc(100);
+        dpm_free(p);
+    }
+    return NULL;
+}
+
+TEST(exited_threads_unbind)
+{
+    static const char *const how[] = {"allocated", "cache disabled", "never allocated"};
+    for (int mode = 0; mode < 3; mode++) {
+        EXPECT_CTL(ctl_get("arenas.create", &exit_target, sizeof exit_target), 0);
+        pthread_t t;
+        pthread_create(&t, NULL, exit_main, (void *)(intptr_t)mode);
+        pthread_join(t, NULL);
+        ctl_refresh();
+        unsigned n = CTL_UNS(ctl_name("stats.arenas.%u.nthreads", exit_target));
+        int e = ctl_action(ctl_name("arena.%u.destroy", exit_target));
+        EXPECT(n == 0 && e == 0, "thread (%s) exited: nthreads %u, destroy %d", how[mode], n, e);
+    }
+}
+
 /* Statistics taken while other threads create, fill and destroy arenas
  * (a monitoring thread next to a pool manager): no crash, no hang, every
  * call succeeds, and in the ThreadSanitizer build no data race is
@@ -450,6 +484,7 @@ int main(void)
     RUN(destroy_busy_when_bound_before_first_allocation);
     RUN(destroy_busy_when_bound_with_cache_disabled);
     RUN(binding_survives_cache_toggle);
+    RUN(exited_threads_unbind);
     RUN(fork_child_sees_only_its_thread);
     RUN(stats_during_create_destroy);
     return test_done();
