@@ -26,7 +26,12 @@ void ph_init(page_heap_t *ph, struct arena *arena)
 
 /* ---- page map ---------------------------------------------------------- */
 
-static void map_page(segment_t *seg, uintptr_t addr, span_t *s) { seg->pagemap[seg_page_index(seg, addr)] = s; }
+static void map_page(segment_t *seg, uintptr_t addr, span_t *s)
+{
+    (void)seg;
+    dpm_assert(radix_covered(addr));
+    *radix_slot(addr) = s;
+}
 
 static void map_ends(span_t *s)
 {
@@ -97,7 +102,11 @@ static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t
 
 /* ---- segments ---------------------------------------------------------- */
 
-static size_t header_pages(size_t npages) { return pages_of(sizeof(segment_t) + npages * sizeof(span_t *)); }
+static size_t header_pages(size_t npages)
+{
+    (void)npages;
+    return pages_of(sizeof(segment_t));
+}
 
 /* Smallest multiple of SEG_UNIT whose pages minus its header hold
  * usable_pages; 0 if that overflows. */
@@ -136,12 +145,12 @@ static void segment_unlink(page_heap_t *ph, segment_t *seg)
     ph->nsegments_unmapped++;
 }
 
-static bool radix_publish(segment_t *seg, span_t **pagemap)
+/* Leaves for the segment's pages; the entries themselves are written as
+ * spans come and go (and are all NULL before the segment is unmapped). */
+static bool radix_publish(segment_t *seg)
 {
     mutex_lock(&radix_write_lock);
-    bool ok = radix_set_range(seg->base, seg->size, pagemap);
-    if (!ok)
-        radix_set_range(seg->base, seg->size, NULL);
+    bool ok = radix_cover(seg->base, seg->size);
     mutex_unlock(&radix_write_lock);
     return ok;
 }
@@ -175,7 +184,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     seg->arena = ph->arena;
     size_t npages = seg->npages - seg->first_page;
     span_t *run = span_new(ph, seg, seg->base + (seg->first_page << LG_PAGE), npages);
-    if (run == NULL || !radix_publish(seg, seg->pagemap)) {
+    if (run == NULL || !radix_publish(seg)) {
         if (run != NULL)
             pool_put(&ph->spans, run);
         os_unmap(seg, size);
@@ -196,9 +205,10 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
 static void segment_release(page_heap_t *ph, segment_t *seg, span_t *only_run)
 {
     run_unfile(ph, only_run);
+    map_page(seg, only_run->start, NULL);
+    map_page(seg, span_end(only_run) - PAGE, NULL);
     pool_put(&ph->spans, only_run);
     segment_unlink(ph, seg);
-    radix_publish(seg, NULL);
     os_unmap(seg, seg->size);
 }
 
@@ -217,7 +227,7 @@ static span_t *free_neighbour(span_t *r, uintptr_t addr)
     segment_t *seg = r->seg;
     if (addr < seg->base + (seg->first_page << LG_PAGE) || addr >= seg->base + seg->size)
         return NULL;
-    span_t *n = seg->pagemap[seg_page_index(seg, addr)];
+    span_t *n = radix_span(addr);
     if (n == NULL || n->kind != SPAN_FREE || n->state != r->state)
         return NULL;
     return n;
@@ -349,7 +359,7 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
     segment_t *seg = s->seg;
     if (end >= seg->base + seg->size)
         return false;
-    span_t *next = seg->pagemap[seg_page_index(seg, end)];
+    span_t *next = radix_span(end);
     if (next == NULL || next->kind != SPAN_FREE || next->npages < extra)
         return false;
     run_unfile(ph, next);
@@ -409,8 +419,12 @@ void ph_release_all(page_heap_t *ph)
     while (ph->segments != NULL) {
         segment_t *seg = ph->segments;
         for (size_t i = seg->first_page; i < seg->npages;) {
-            span_t *s = seg->pagemap[i];
+            span_t *s = radix_span(seg->base + (i << LG_PAGE));
             i += s->npages;
+            if (s->kind == SPAN_SLAB)
+                ph_unmap_inner_pages(s);
+            map_page(seg, s->start, NULL);
+            map_page(seg, span_end(s) - PAGE, NULL);
             if (s->kind == SPAN_FREE)
                 run_unfile(ph, s);
             forget_typed_blocks(s);
@@ -419,7 +433,6 @@ void ph_release_all(page_heap_t *ph)
             pool_put(&ph->spans, s);
         }
         segment_unlink(ph, seg);
-        radix_publish(seg, NULL);
         os_unmap(seg, seg->size);
     }
     ph->active_pages = 0;
@@ -497,9 +510,9 @@ static bool check_fail(const char *rule)
 
 static bool check_span_mapping(const segment_t *seg, const span_t *s)
 {
-    size_t first = seg_page_index(seg, s->start);
+    (void)seg;
     for (size_t i = 0; i < s->npages; i++) {
-        const span_t *e = seg->pagemap[first + i];
+        const span_t *e = radix_span(s->start + (i << LG_PAGE));
         bool end_page = i == 0 || i + 1 == s->npages;
         if (s->kind == SPAN_SLAB || end_page ? e != s : e != NULL)
             return check_fail("page map entry breaks the mapping rule");
@@ -512,7 +525,7 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
     size_t free_pages = 0;
     const span_t *prev = NULL;
     for (size_t i = seg->first_page; i < seg->npages;) {
-        const span_t *s = seg->pagemap[i];
+        const span_t *s = radix_span(seg->base + (i << LG_PAGE));
         if (s == NULL || s->start != seg->base + (i << LG_PAGE) || s->seg != seg || s->npages == 0)
             return check_fail("spans do not tile the segment");
         if (!check_span_mapping(seg, s))
@@ -543,8 +556,7 @@ bool ph_check(page_heap_t *ph)
             return false;
     size_t active = 0, n = 0;
     for (const segment_t *seg = ph->segments; seg != NULL; seg = seg->next, n++) {
-        if (radix_unit_pagemap(seg->base) != seg->pagemap ||
-            radix_unit_pagemap(seg->base + seg->size - 1) != seg->pagemap + seg->npages - UNIT_PAGES)
+        if (!radix_covered(seg->base) || !radix_covered(seg->base + seg->size - 1) || radix_span(seg->base) != NULL)
             return check_fail("segment missing from the address map");
         if (!check_segment(ph, seg, &active))
             return false;

@@ -2,9 +2,9 @@
  * span.h - the two descriptors of the page layer.
  *
  * A segment is one OS mapping (a multiple of 4 MiB, 4 MiB aligned) owned by
- * one arena. Its first pages hold its header and its page map: one span
- * pointer per 4 KiB page. A span describes a run of pages that is either
- * free (in a run index), a slab of small objects, or one large block.
+ * one arena; its first page holds its header. A span describes a run of
+ * pages that is either free (in a run index), a slab of small objects, or
+ * one large block. The page map (radix.h) gives each page's span.
  *
  * Page-map invariant (what makes frees of bad pointers safe to check):
  * every non-NULL entry points to the span that currently covers that page.
@@ -67,7 +67,6 @@ typedef struct segment {
     struct arena *arena;
     size_t free_pages;
     struct segment *next, *prev;
-    span_t *pagemap[];
 } segment_t;
 
 DPM_INLINE span_t *span_of(const void *p) { return radix_span((uintptr_t)p); }
@@ -104,6 +103,5 @@ DPM_INLINE size_t span_index_of(const span_t *s, uintptr_t p)
 
 DPM_INLINE size_t span_bytes(const span_t *s) { return s->npages << LG_PAGE; }
 DPM_INLINE uintptr_t span_end(const span_t *s) { return s->start + span_bytes(s); }
-DPM_INLINE size_t seg_page_index(const segment_t *seg, uintptr_t addr) { return (addr - seg->base) >> LG_PAGE; }
 
 #endif
