@@ -1,9 +1,11 @@
 # alloc_heavy.py - an allocation-heavy Python workload for the preload test:
 # dicts, lists, strings, bytes, sets and big buffers, in 4 threads, with
-# objects created in one thread and dropped in another. Prints a
+# objects created in one thread and dropped in another, and 20 fork()s while
+# those threads run (each child allocates and exits). Prints a
 # deterministic summary (run_preload.sh compares it with a run without
 # dpmalloc) and whether libdpmalloc.so is mapped into this process.
 import hashlib
+import os
 import queue
 import sys
 import threading
@@ -54,8 +56,18 @@ def main():
     ]
     for t in threads:
         t.start()
+    forks_ok = 0
+    for i in range(20):
+        pid = os.fork()
+        if pid == 0:
+            d = {str(j): [j] * (j % 7) for j in range(20000)}
+            os._exit(0 if len(d) == 20000 else 1)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            forks_ok += 1
     for t in threads:
         t.join()
+    print("forks ok", forks_ok)
     for s in range(n):
         print("worker", s, out[s])
     text = " ".join(str(i) for i in range(200000))

@@ -29,10 +29,12 @@ grep -q "$lib" "$work/maps" || fail "LD_PRELOAD=$lib: library not mapped into ca
 run_both() {
     local name=$1
     shift
-    "$@" >"$work/$name.ref" 2>"$work/$name.ref.err" ||
+    timeout -k 5 120 "$@" >"$work/$name.ref" 2>"$work/$name.ref.err" ||
         fail "$name without preload exited $?: $(tail -5 "$work/$name.ref.err")"
     local rc=0
-    LD_PRELOAD=$lib DPM_EXPECT_PRELOAD=1 "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+    # a deadlock (exit 124 from timeout) fails instead of hanging
+    LD_PRELOAD=$lib DPM_EXPECT_PRELOAD=1 timeout -k 5 120 "$@" \
+        >"$work/$name.out" 2>"$work/$name.err" || rc=$?
     if [ $rc -ne 0 ]; then
         echo "--- stderr of the preloaded run:" >&2
         tail -20 "$work/$name.err" >&2
