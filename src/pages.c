@@ -30,7 +30,7 @@ static void map_page(segment_t *seg, uintptr_t addr, span_t *s)
 {
     (void)seg;
     dpm_assert(radix_covered(addr));
-    *radix_slot(addr) = s;
+    radix_set(addr, s);
 }
 
 static void map_ends(span_t *s)

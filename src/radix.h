@@ -45,8 +45,12 @@ DPM_INLINE struct span **radix_slot(uintptr_t addr)
     return &((struct span **)leaf)[(addr >> LG_PAGE) & (RADIX_LEAF_LEN - 1)];
 }
 
-/* The span covering the page of addr, or NULL. */
-DPM_INLINE struct span *radix_span(uintptr_t addr) { return *radix_slot(addr); }
+/* The span covering the page of addr, or NULL. Entries are read and
+ * written with relaxed atomics: a range one arena unmapped may be mapped
+ * again by another, and the kernel's ordering of the two is invisible to
+ * the C memory model. They compile to plain moves. */
+DPM_INLINE struct span *radix_span(uintptr_t addr) { return __atomic_load_n(radix_slot(addr), __ATOMIC_RELAXED); }
+DPM_INLINE void radix_set(uintptr_t addr, struct span *s) { __atomic_store_n(radix_slot(addr), s, __ATOMIC_RELAXED); }
 
 /* Makes leaves for [base, base+size). The caller serialises writers.
  * False if a leaf could not be allocated or the range is beyond 2^48. */
