@@ -465,6 +465,97 @@ TEST(exiting_owners)
     EXPECT_EQ_I(atomic_load(&errors), 0);
 }
 
+/* ---------------- thread churn ---------------- */
+/* Many short-lived threads, each with a thread cache: what they leave
+ * behind must be reused, so a second wave of threads does not grow the
+ * resident set the way the first did. */
+#define CHURN_OBJS 64
+struct churn_arg {
+    int seed;
+    struct item keep[CHURN_OBJS / 2];
+};
+
+static void *churn_thread(void *argp)
+{
+    struct churn_arg *a = argp;
+    uint64_t rng = 31337 + (uint64_t)a->seed;
+    struct item local[CHURN_OBJS];
+    for (int i = 0; i < CHURN_OBJS; i++) {
+        local[i].p = alloc_obj(&rng, &local[i].n, &local[i].tag);
+        if (local[i].n > 65536 && local[i].p) { /* keep churn small */
+            free_obj(local[i].p, local[i].n, local[i].tag, "churn big");
+            local[i].p = T_MALLOC(64);
+            local[i].n = local[i].p ? 64 : 0;
+            local[i].tag = 0;
+            if (local[i].p)
+                obj_fill(local[i].p, 64, 0);
+        }
+    }
+    for (int i = 0; i < CHURN_OBJS; i++) {
+        if (i % 2 && local[i].p)
+            free_obj(local[i].p, local[i].n, local[i].tag, "churn local");
+        else
+            a->keep[i / 2] = local[i]; /* freed by the main thread */
+    }
+    return NULL;
+}
+
+static size_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void churn_wave(int wave, int nthreads)
+{
+    enum { BATCH = 8 };
+    static struct churn_arg args[BATCH];
+    for (int base = 0; base < nthreads; base += BATCH) {
+        pthread_t t[BATCH];
+        for (int i = 0; i < BATCH; i++) {
+            args[i].seed = wave * 100000 + base + i;
+            if (pthread_create(&t[i], NULL, churn_thread, &args[i]) != 0) {
+                atomic_fetch_add(&errors, 1);
+                t[i] = pthread_self();
+            }
+        }
+        for (int i = 0; i < BATCH; i++) {
+            if (pthread_equal(t[i], pthread_self()))
+                continue;
+            pthread_join(t[i], NULL);
+            for (int k = 0; k < CHURN_OBJS / 2; k++)
+                if (args[i].keep[k].p)
+                    free_obj(args[i].keep[k].p, args[i].keep[k].n,
+                             args[i].keep[k].tag, "churn remote");
+        }
+    }
+}
+
+TEST(thread_churn)
+{
+    int n = TEST_TSAN ? 200 : 1000;
+    atomic_store(&errors, 0);
+    churn_wave(0, n); /* warm-up: caches, arenas, stacks */
+    size_t r1 = resident_bytes();
+    churn_wave(1, n);
+    size_t r2 = resident_bytes();
+    churn_wave(2, n);
+    size_t r3 = resident_bytes();
+    fprintf(stderr, "resident after waves: %zu, %zu, %zu KiB\n", r1 >> 10,
+            r2 >> 10, r3 >> 10);
+    /* thousands of dead threads' caches must not pile up */
+    EXPECT(r3 < r1 + ((size_t)64 << 20),
+           "resident set grew from %zu to %zu KiB over %d more threads", r1 >> 10,
+           r3 >> 10, 2 * n);
+    EXPECT_EQ_I(atomic_load(&errors), 0);
+}
+
 int main(void)
 {
 #ifndef STRESS_DPM_API
@@ -473,5 +564,6 @@ int main(void)
     RUN(shared_slots);
     RUN(producer_consumer);
     RUN(exiting_owners);
+    RUN(thread_churn);
     return test_done();
 }
