@@ -41,8 +41,8 @@
 TEST(override_in_effect) { test_expect_override(); }
 #endif
 
-/* Sanitizers run slower (ASan ~3x, TSan ~10x): scale the work down. */
-#define SCALE(n) (TEST_TSAN ? (n) / 8 : TEST_SANITIZED ? (n) / 3 : (n))
+/* Sanitizers run slower (ASan ~3x, TSan 10x+): scale the work down. */
+#define SCALE(n) (TEST_TSAN ? (n) / 16 : TEST_SANITIZED ? (n) / 3 : (n))
 
 /* Verification is word-wise to stay fast. Byte i of a block is always
  * byte i % 8 of the word for i & ~7 (little-endian), so a prefix of a block
