@@ -215,6 +215,19 @@ static void cpu_model(char *buf, size_t len)
         fclose(f);
 }
 
+/* The 1-minute load average: other work on the machine during a run. */
+static double load_average(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1;
+        fclose(f);
+    }
+    return load;
+}
+
 void describe_machine(FILE *out, int markdown)
 {
     struct utsname u;
@@ -228,6 +241,7 @@ void describe_machine(FILE *out, int markdown)
             (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30),
             u.sysname, u.release, u.machine);
     fprintf(out, "%sglibc %s; compiler %s\n", dash, libc_version(), __VERSION__);
+    fprintf(out, "%sload average (1 min) when this was written: %.2f\n", dash, load_average());
     if (ticks_invariant() == 0)
         fprintf(out, "%sWARNING: the TSC is not invariant here (no constant_tsc/nonstop_tsc): "
                      "cycle counts may drift with frequency changes\n",
@@ -368,7 +382,7 @@ static void json_machine(FILE *f)
     json_string(f, libc_version());
     fprintf(f, ", \"compiler\": ");
     json_string(f, __VERSION__);
-    fprintf(f, "},\n");
+    fprintf(f, ", \"load_average_end\": %.2f},\n", load_average());
 }
 
 int write_json(const struct run *run, const char *path)
