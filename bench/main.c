@@ -6,6 +6,7 @@
  * --child) runs one workload against one backend.
  */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,8 @@ static void command_line(struct run *run, int argc, char **argv)
 
 static int run_parent(const struct options *o, int argc, char **argv)
 {
+    /* a closed stdout (| head) must not lose the result files */
+    signal(SIGPIPE, SIG_IGN);
     struct run run = {.mode = o->mode, .rounds = o->rounds, .threads = o->threads};
     struct progress pr = {.tty = isatty(2), .run_start = now_seconds()};
     command_line(&run, argc, argv);

@@ -124,6 +124,7 @@ static void exec_child(const struct options *o, const struct backend_spec *spec,
     snprintf(budget, sizeof budget, "%.1f", o->budget_s);
     if (dup2(result_fd, 3) < 0)
         _exit(5);
+    signal(SIGPIPE, SIG_DFL);
     if (spec->preload)
         setenv("LD_PRELOAD", spec->preload, 1);
     else
