@@ -335,11 +335,17 @@ static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
 
 DPM_EXPORT void *dpm_malloc(size_t size) { return alloc_fast(size); }
 DPM_EXPORT void dpm_free(void *p) { free_fast(p, "free"); }
-DPM_EXPORT void dpm_free_sized(void *p, size_t size)
+void free_sized_impl(void *p, size_t size, const char *call)
 {
-    (void)size;
-    free_fast(p, "free_sized");
+    if (unlikely(opt.secure) && p != NULL) {
+        size_t usable = span_usable(checked_span(p, call));
+        if (size > usable || (usable > QUANTUM && size <= usable / 4 && usable <= SMALL_MAX))
+            dpm_misuse(call, p, "size does not match the block at");
+    }
+    free_fast(p, call);
 }
+
+DPM_EXPORT void dpm_free_sized(void *p, size_t size) { free_sized_impl(p, size, "free_sized"); }
 DPM_EXPORT void *dpm_calloc(size_t n, size_t size) { return calloc_impl(n, size); }
 DPM_EXPORT void *dpm_realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
 DPM_EXPORT size_t dpm_usable_size(const void *p) { return usable_size_impl(p, "dpm_usable_size"); }

@@ -27,6 +27,8 @@ void *realloc_impl(void *p, size_t size, const char *call);
 /* (p + offset) % align == 0; align a power of two (checked by callers). */
 void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero);
 size_t usable_size_impl(const void *p, const char *call);
+/* free with a size promise; secure mode checks it against the block. */
+void free_sized_impl(void *p, size_t size, const char *call);
 
 DPM_INLINE void *alloc_fast(size_t size)
 {

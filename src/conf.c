@@ -35,6 +35,8 @@ const opt_desc_t opt_table[] = {
     {"stats_print_opts", OPT_STRING, opt.stats_print_opts, 0, sizeof(opt.stats_print_opts)},
     {"junk", OPT_BOOL, &opt.junk, 0, 1},
     {"zero", OPT_BOOL, &opt.zero, 0, 1},
+    {"secure", OPT_BOOL, &opt.secure, 0, 1},
+    {"hugepages", OPT_BOOL, &opt.hugepages, 0, 1},
     {"thp", OPT_STRING, thp_text, 0, sizeof(thp_text)},
     {"slab_sizes", OPT_STRING, opt.slab_sizes, 0, sizeof(opt.slab_sizes)},
 };

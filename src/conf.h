@@ -30,6 +30,8 @@ typedef struct dpm_opts {
     char stats_print_opts[32];
     bool junk;
     bool zero;
+    bool secure;                      /* hardened: no caching, every check at once */
+    bool hugepages;                   /* segments from explicit huge pages */
     unsigned thp;
     uint32_t slab_pages[NSMALL];      /* 0: default shape */
     char slab_sizes[256];             /* as given, for opt.slab_sizes */

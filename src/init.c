@@ -65,9 +65,13 @@ static bool init_locked(void)
     narenas_auto = opt.narenas != 0 ? opt.narenas : 4 * g.ncpus;
     if (narenas_auto > MAX_ARENAS)
         narenas_auto = MAX_ARENAS;
-    /* junk and zero fill every block on its way in and out: their blocks
-     * take the slow paths, which thread caches would skip. */
-    g.tcache_nclasses = opt.tcache && !opt.junk && !opt.zero ? tcache_classes_for(opt.tcache_max) : 0;
+    /* junk and zero fill every block on its way in and out, and secure
+     * checks every free against its slab at once: their blocks take the
+     * slow paths, which thread caches would skip. */
+    g.tcache_nclasses =
+        opt.tcache && !opt.junk && !opt.zero && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
+    if (opt.secure)
+        opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL)

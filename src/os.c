@@ -46,6 +46,25 @@ void *os_map_aligned(size_t size, size_t align)
     return (void *)aligned;
 }
 
+void *os_map_huge(size_t size, size_t align)
+{
+#ifdef MAP_HUGETLB
+    /* Reserve aligned address space, then put huge pages over it. */
+    void *at = os_map_aligned(size, align);
+    if (at == NULL)
+        return NULL;
+    void *huge = mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_HUGETLB, -1, 0);
+    if (huge == MAP_FAILED) {
+        munmap(at, size);
+        return NULL;
+    }
+    return huge;
+#else
+    (void)size, (void)align;
+    return NULL;
+#endif
+}
+
 void os_unmap(void *addr, size_t size)
 {
     munmap(addr, size);

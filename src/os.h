@@ -14,6 +14,9 @@
 /* Fresh zeroed memory of size bytes at a multiple of align (both multiples
  * of the page). NULL with errno = ENOMEM when the kernel says no. */
 void *os_map_aligned(size_t size, size_t align);
+/* The same from explicit huge pages (MAP_HUGETLB, 2 MiB); size and align
+ * must be multiples of 2 MiB. NULL if the system has none to give. */
+void *os_map_huge(size_t size, size_t align);
 void os_unmap(void *addr, size_t size);
 /* What a purge achieved: nothing (the kernel refused, e.g. locked pages),
  * pages handed back whose contents may survive, or a range that now reads

@@ -87,15 +87,11 @@ LIBC_ENTRY void *pvalloc(size_t size)
 }
 
 LIBC_ENTRY size_t malloc_usable_size(void *p) { return usable_size_impl(p, "malloc_usable_size"); }
-LIBC_ENTRY void free_sized(void *p, size_t size)
-{
-    (void)size;
-    free_fast(p, "free_sized");
-}
+LIBC_ENTRY void free_sized(void *p, size_t size) { free_sized_impl(p, size, "free_sized"); }
 LIBC_ENTRY void free_aligned_sized(void *p, size_t align, size_t size)
 {
-    (void)align, (void)size;
-    free_fast(p, "free_aligned_sized");
+    (void)align;
+    free_sized_impl(p, size, "free_aligned_sized");
 }
 
 /* Returns every arena's free pages to the OS now; 1 as glibc does when

@@ -166,6 +166,17 @@ static size_t segment_growth_size(const page_heap_t *ph)
     return SEG_UNIT << n;
 }
 
+/* hugepages:true: segments from the system's huge page pool; when it is
+ * empty, one warning and ordinary pages from then on. */
+static segment_t *map_huge_segment(size_t size)
+{
+    static bool warned;
+    segment_t *seg = os_map_huge(size, SEG_UNIT);
+    if (seg == NULL && !__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+        dpm_warn3("hugepages: no huge pages available (vm.nr_hugepages), using normal pages", NULL, NULL);
+    return seg;
+}
+
 /* A new segment with one clean free run of at least usable_pages pages. */
 static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
 {
@@ -174,7 +185,9 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
         return NULL;
     if (size < segment_growth_size(ph))
         size = segment_growth_size(ph);
-    segment_t *seg = os_map_aligned(size, SEG_UNIT);
+    segment_t *seg = opt.hugepages ? map_huge_segment(size) : NULL;
+    if (seg == NULL)
+        seg = os_map_aligned(size, SEG_UNIT);
     if (seg == NULL)
         return NULL;
     seg->base = (uintptr_t)seg;

@@ -38,6 +38,8 @@ static const ctl_node_t opt_nodes[] = {
     {"opt.stats_print_opts", "const char *"},
     {"opt.junk", "bool"},
     {"opt.zero", "bool"},
+    {"opt.secure", "bool"},
+    {"opt.hugepages", "bool"},
     {"opt.thp", "const char *"},
     {"opt.slab_sizes", "const char *"},
 };

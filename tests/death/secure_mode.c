@@ -1,0 +1,127 @@
+/*
+ * secure_mode.c - the hardened mode (DPMALLOC_CONF=secure:true, set by
+ * CTest): a double free aborts at the second free itself, with no thread
+ * cache in between; a sized free whose size does not fit the block aborts;
+ * freed blocks are junk-filled. Also the hugepages option without any huge
+ * pages in the system: one warning, and allocation still works
+ * (DPMALLOC_CONF=hugepages:true, argument "hugepages").
+ */
+#include <dpmalloc.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            failures++;                                                   \
+            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                 \
+            fputc('\n', stderr);                                          \
+        }                                                                 \
+    } while (0)
+
+/* Runs fn in a child with stderr captured; returns its wait status. */
+static int run_child(void (*fn)(void), char *err, size_t len)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], err, len - 1);
+    err[n > 0 ? n : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void *volatile keep;
+
+static void double_free(void)
+{
+    void *p = dpm_malloc(64);
+    keep = dpm_malloc(64);
+    dpm_free(p);
+    dpm_free(p);
+}
+
+static void wrong_size(void)
+{
+    void *p = dpm_malloc(100);
+    dpm_free_sized(p, 5000);
+}
+
+static void expect_abort(void (*fn)(void), const char *what)
+{
+    char err[512];
+    int status = run_child(fn, err, sizeof(err));
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %d, stderr: %s", status, err);
+    CHECK(strstr(err, what) != NULL, "expected \"%s\" in: %s", what, err);
+}
+
+static void test_secure(void)
+{
+    bool secure = false;
+    size_t len = sizeof(secure);
+    CHECK(dpm_ctl("opt.secure", &secure, &len, NULL, 0) == 0 && secure, "opt.secure is off");
+    expect_abort(double_free, "double free");
+    expect_abort(wrong_size, "size does not match");
+    unsigned char *p = dpm_malloc(256);
+    memset(p, 0x11, 256);
+    dpm_free_sized(p, 256);
+    /* junk: the slab still holds the block; its bytes now read 0x5a */
+    CHECK(p[17] == 0x5a, "freed block reads %#x", p[17]);
+}
+
+static void allocate_some(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        char *p = dpm_malloc(4096 + (size_t)i);
+        memset(p, i, 4096);
+        dpm_free(p);
+    }
+    fprintf(stderr, "allocated fine\n");
+}
+
+static void test_hugepages(void)
+{
+    FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r");
+    long n = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &n) != 1)
+            n = 0;
+        fclose(f);
+    }
+    char err[1024];
+    int status = run_child(allocate_some, err, sizeof(err));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d: %s", status, err);
+    CHECK(strstr(err, "allocated fine") != NULL, "stderr: %s", err);
+    if (n == 0) {
+        const char *w = strstr(err, "hugepages: no huge pages");
+        CHECK(w != NULL && strstr(w + 1, "hugepages: no huge pages") == NULL, "want one warning: %s", err);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "hugepages") == 0)
+        test_hugepages();
+    else
+        test_secure();
+    printf("secure_mode %s: %d passed, %d failed\n", argc > 1 ? argv[1] : "secure", failures == 0 ? 1 : 0,
+           failures);
+    return failures == 0 ? 0 : 1;
+}
