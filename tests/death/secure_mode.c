@@ -40,8 +40,11 @@ static int run_child(void (*fn)(void), char *err, size_t len)
         _exit(0);
     }
     close(fds[1]);
-    ssize_t n = read(fds[0], err, len - 1);
-    err[n > 0 ? n : 0] = '\0';
+    size_t got = 0;
+    ssize_t n;
+    while (got < len - 1 && (n = read(fds[0], err + got, len - 1 - got)) > 0)
+        got += (size_t)n;
+    err[got] = '\0';
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
