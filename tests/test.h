@@ -44,9 +44,10 @@
 #define TEST_TSAN 0
 #endif
 
-static int test_failures;       /* failed checks in the current test */
-static int tests_passed, tests_failed;
-static const char *test_current = "";
+#define TEST_UNUSED __attribute__((unused))
+static int test_failures TEST_UNUSED; /* failed checks in the current test */
+static int tests_passed TEST_UNUSED, tests_failed TEST_UNUSED;
+static const char *test_current TEST_UNUSED = "";
 
 #define TEST_FAIL_AT(file, line, ...)                                          \
     do {                                                                       \
@@ -231,9 +232,13 @@ static inline int test_run_child(int (*fn)(void *), void *arg,
     unsigned waited_ms = 0;
     for (;;) {
         ssize_t r;
-        while ((r = read(fds[0], out->err + out->errlen,
-                         sizeof out->err - 1 - out->errlen)) > 0)
-            out->errlen += (size_t)r;
+        char spill[4096]; /* past the buffer: drain so the child never blocks */
+        while ((r = out->errlen < sizeof out->err - 1
+                        ? read(fds[0], out->err + out->errlen,
+                               sizeof out->err - 1 - out->errlen)
+                        : read(fds[0], spill, sizeof spill)) > 0)
+            if (out->errlen < sizeof out->err - 1)
+                out->errlen += (size_t)r;
         out->err[out->errlen] = 0;
         pid_t w = waitpid(pid, &out->status, WNOHANG);
         if (w == pid)
