@@ -29,6 +29,7 @@ static void format_value(double v, char *buf, size_t len)
 
 struct table_style {
     int markdown;
+    int label_width;     /* text tables: width of the first column */
 };
 
 static void cell(FILE *out, const struct table_style *st, const char *text, int width, int first)
@@ -48,7 +49,7 @@ static void end_line(FILE *out, const struct table_style *st)
 
 static void header_line(FILE *out, const struct table_style *st, const struct run *run)
 {
-    cell(out, st, "case / metric [unit]", 40, 1);
+    cell(out, st, "case / metric [unit]", st->label_width, 1);
     for (int b = 0; b < run->nbe; b++)
         if (backend_usable(run, b))
             cell(out, st, run->be[b].name, 11, 0);
@@ -88,7 +89,7 @@ static void ratio_line(FILE *out, const struct table_style *st, const struct run
                        const struct workload_result *wr)
 {
     cell(out, st, st->markdown ? "**time vs dpmalloc** (geomean)" : "time vs dpmalloc (geomean)",
-         40, 1);
+         st->label_width, 1);
     for (int b = 0; b < run->nbe; b++) {
         double ratio;
         char v[32] = "-";
@@ -136,7 +137,7 @@ static void render_table(FILE *out, const struct table_style *st, const struct r
         const struct metric_row *r = &wr->rows[i];
         char label[96];
         snprintf(label, sizeof label, "%s / %s [%s]", r->case_name, r->metric, r->unit);
-        cell(out, st, label, 40, 1);
+        cell(out, st, label, st->label_width, 1);
         for (int b = 0; b < run->nbe; b++)
             if (backend_usable(run, b))
                 value_cell(out, st, wr, r, b);
@@ -150,16 +151,28 @@ static void render_table(FILE *out, const struct table_style *st, const struct r
     notes_lines(out, st, run, wr);
 }
 
+/* Wide enough for the longest "case / metric [unit]" label. */
+static int label_width(const struct workload_result *wr)
+{
+    int width = 30;
+    for (int i = 0; i < wr->nrows; i++) {
+        const struct metric_row *r = &wr->rows[i];
+        int len = (int)(strlen(r->case_name) + strlen(r->metric) + strlen(r->unit)) + 6;
+        width = len > width ? len : width;
+    }
+    return width;
+}
+
 void print_workload_table(FILE *out, const struct run *run, const struct workload_result *wr)
 {
-    struct table_style st = {0};
+    struct table_style st = {0, label_width(wr)};
     fprintf(out, "\n== %s: %s\n", wr->w->name, wr->w->what);
     render_table(out, &st, run, wr);
 }
 
 static void summary_table(FILE *out, const struct table_style *st, const struct run *run)
 {
-    cell(out, st, "workload", 40, 1);
+    cell(out, st, "workload", st->label_width, 1);
     for (int b = 0; b < run->nbe; b++)
         if (backend_usable(run, b))
             cell(out, st, run->be[b].name, 11, 0);
@@ -172,7 +185,7 @@ static void summary_table(FILE *out, const struct table_style *st, const struct 
         end_line(out, st);
     }
     for (int i = 0; i < run->nwr; i++) {
-        cell(out, st, run->wr[i].w->name, 40, 1);
+        cell(out, st, run->wr[i].w->name, st->label_width, 1);
         for (int b = 0; b < run->nbe; b++) {
             double ratio;
             char v[32] = "-";
@@ -190,7 +203,7 @@ static void summary_table(FILE *out, const struct table_style *st, const struct 
 
 void print_summary(FILE *out, const struct run *run)
 {
-    struct table_style st = {0};
+    struct table_style st = {0, 16};
     fprintf(out, "\n== summary: time relative to dpmalloc, geometric mean of each workload's "
                  "timed rows (>1 = slower than dpmalloc)\n");
     summary_table(out, &st, run);
@@ -448,7 +461,7 @@ static void markdown_backends(FILE *f, const struct run *run)
 
 int write_markdown(const struct run *run, const char *path, const char *plot_dir)
 {
-    struct table_style st = {1};
+    struct table_style st = {1, 0};
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
