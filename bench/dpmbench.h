@@ -96,6 +96,7 @@ int run_prodcons(struct bench_ctx *ctx);
 int run_cache_scratch(struct bench_ctx *ctx);
 int run_cache_thrash(struct bench_ctx *ctx);
 int run_churn(struct bench_ctx *ctx);
+int run_contention(struct bench_ctx *ctx);
 
 /* ---- time, CPUs, process usage (sys.c) ------------------------------------ */
 

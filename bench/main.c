@@ -45,6 +45,8 @@ const struct workload workloads[] = {
     {"cache-thrash", "active false sharing: each thread allocates, writes and frees 8-byte "
                      "blocks", run_cache_thrash},
     {"churn", "random sizes 16 B-16 KiB through shared slots: frees by any thread", run_churn},
+    {"contention", "4 threads per CPU on one arena, then on exclusive arenas (arenas.create + "
+                   "thread.arena): throughput and lock waits (seed 004)", run_contention},
 };
 const int workload_count = (int)(sizeof workloads / sizeof workloads[0]);
 

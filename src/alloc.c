@@ -127,7 +127,7 @@ static void free_slow_body(void *p, span_t *s)
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[s->tcache_class];
-        if (*b->head == p)
+        if (b->head != NULL && *b->head == p)
             dpm_misuse("free", p, "double free of");
         tcache_event(tc);
         if (!tc_bin_full(b))

@@ -21,6 +21,13 @@ static unsigned next_arena;
 /* Fresh state for a new arena or a destroyed slot being reused. A reused
  * slot keeps only its descriptor pools (their memory is metadata that was
  * never given back); counters, special bins and names start over. */
+uint8_t arena_cache_class(const arena_t *a, unsigned c)
+{
+    if (c >= g.tcache_nclasses)
+        return TC_NONE;
+    return (uint8_t)(a->manual ? c + TC_MANUAL_BASE : c);
+}
+
 static void arena_init_fields(arena_t *a, unsigned index, bool manual, const char *name)
 {
     pool_t spans = a->ph.spans, type_arrays = a->ph.type_arrays;
@@ -43,10 +50,8 @@ static void arena_init_fields(arena_t *a, unsigned index, bool manual, const cha
     a->dirty_decay_ms = opt.dirty_decay_ms;
     a->muzzy_decay_ms = opt.muzzy_decay_ms;
     a->clock_ns = a->last_decay_ns = os_now_ns();
-    /* Blocks of manual arenas never enter thread caches: a reset must not
-     * leave them in some other thread's cache. */
     for (unsigned c = 0; c < NSMALL; c++)
-        bin_init(&a->bins[c], a, c, 0, !manual && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE, false);
+        bin_init(&a->bins[c], a, c, 0, arena_cache_class(a, c), false);
 }
 
 static arena_t *arena_create(unsigned index, bool manual, const char *name)
@@ -318,7 +323,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->div_inv = 1;
     s->usable = usable;
     s->size_class = c;
-    s->tcache_class = class_rounded && !req->no_tcache && !a->manual && c < g.tcache_nclasses ? (uint8_t)c : TC_NONE;
+    s->tcache_class = class_rounded && !req->no_tcache ? arena_cache_class(a, c) : TC_NONE;
     s->type_id = req->type_id;
     type_count_alloc(req->type_id, usable);
     large_stats_t *ls = &a->large[c - NSMALL];

@@ -16,6 +16,10 @@
 #define ARENA_SPECIAL_SLOTS 128
 #define NLARGE_STATS (NCLASSES - NSMALL)
 #define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
+/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE: those
+ * bins are live only in the caches of threads bound to a manual arena, so
+ * no other thread ever caches such a block (see tcache.h). */
+#define TC_MANUAL_BASE 100
 #define ARENA_NAME_MAX 32
 
 /* A bin other than the plain one of its class: phased (objects laid at an
@@ -67,6 +71,8 @@ extern arena_t *arenas[MAX_ARENAS];
 extern unsigned narenas_total;   /* arenas created so far */
 extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
 
+/* tcache_class for blocks of class c of arena a (TC_NONE: never cached). */
+uint8_t arena_cache_class(const arena_t *a, unsigned c);
 /* The arena with this index, created on first use; NULL on OOM. */
 arena_t *arena_get(unsigned index);
 /* The next arena in round-robin order. */

@@ -149,9 +149,12 @@ static void add_tcache(const tcache_t *tc, void *arg)
         const tc_bin_t *b = &tc->bins[c];
         add_tc_totals(o, c, __atomic_load_n(&b->nrequests, __ATOMIC_RELAXED), tc->stats[c].nmisses,
                       tc->stats[c].nfills, tc->stats[c].nflushes);
-        void **head = __atomic_load_n(&((tc_bin_t *)b)->head, __ATOMIC_RELAXED);
-        size_t cached = b->top == NULL ? 0 : (size_t)(b->top - head);
-        o->tcache_bytes += cached * sc_size(c);
+        for (unsigned k = 0; k < 2; k++) {
+            const tc_bin_t *bin = &tc->bins[c + k * TC_MANUAL_BASE];
+            void **head = __atomic_load_n(&((tc_bin_t *)bin)->head, __ATOMIC_RELAXED);
+            size_t cached = bin->top == NULL ? 0 : (size_t)(bin->top - head);
+            o->tcache_bytes += cached * sc_size(c);
+        }
     }
     o->samples.alloc_n += tc->samples.alloc_n;
     o->samples.alloc_cycles += tc->samples.alloc_cycles;

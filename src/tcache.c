@@ -69,6 +69,8 @@ static void list_unlink(tcache_t **list, tcache_t *tc)
 
 /* ---- bin layout -------------------------------------------------------- */
 
+static unsigned class_of_bin(unsigned bin) { return bin >= TC_MANUAL_BASE ? bin - TC_MANUAL_BASE : bin; }
+
 static uint16_t low16(void **p) { return (uint16_t)(uintptr_t)p; }
 
 /* An empty bin whose slots end at top, holding at most ncached_max. */
@@ -95,6 +97,9 @@ static bool tcache_alloc_slots(tcache_t *tc)
     }
     return true;
 }
+
+static bool manual_bins_open(tcache_t *tc, bool open);
+static void *refill_from_manual_bin(tcache_t *tc, unsigned c);
 
 /* A cache with fresh counters; slots of a reused cache are kept. */
 static void tcache_reset(tcache_t *tc, arena_t *arena)
@@ -164,6 +169,7 @@ bool tcache_create_for_thread(void)
             return false;
     }
     tcache_reset(tc, arena);
+    manual_bins_open(tc, arena->manual);
     mutex_lock(&tcaches_lock);
     list_link(&tcaches_live, tc);
     mutex_unlock(&tcaches_lock);
@@ -179,13 +185,16 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
     tc->stats[c].nmisses++;
+    if (tc->arena->manual) {
+        void *p = refill_from_manual_bin(tc, c);
+        if (p != NULL)
+            return p;
+    }
     if (c >= NSMALL) {
         large_request_t req = {.size = sc_size(c), .align = 1};
         return arena_alloc_large(tc->arena, &req);
     }
-    /* A manual arena's blocks never sit in a cache (its reset would leave
-     * them dangling there): bound threads take one block at a time. */
-    unsigned want = tc->arena->manual ? 1 : b->ncached_max / 2 + 1;
+    unsigned want = b->ncached_max / 2 + 1;
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
         want = ARRAY_LEN(batch);
@@ -203,9 +212,10 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 
 /* Returns the n oldest blocks of bin c (the end of the stack next to top)
  * to their homes and slides the rest up. */
-static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
+static void flush_oldest(tcache_t *tc, unsigned bin, unsigned n)
 {
-    tc_bin_t *b = &tc->bins[c];
+    tc_bin_t *b = &tc->bins[bin];
+    unsigned c = class_of_bin(bin);
     if (n == 0)
         return;
     void **oldest = b->top - n;
@@ -223,24 +233,67 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
     tc->stats[c].nflushed_objs += n;
 }
 
-void tcache_free_full(tcache_t *tc, unsigned c, void *p)
+void tcache_free_full(tcache_t *tc, unsigned bin, void *p)
 {
-    tc_bin_t *b = &tc->bins[c];
-    if (b->ncached_max == 0) {   /* tuned to hold nothing: straight home */
+    tc_bin_t *b = &tc->bins[bin];
+    unsigned c = class_of_bin(bin);
+    if (b->ncached_max == 0) {   /* holds nothing (tuned so, or not bound): straight home */
         if (c < NSMALL)
             bin_flush(&p, 1);
         else
             arena_free_large(span_of(p));
         return;
     }
-    flush_oldest(tc, c, (b->ncached_max + 1) / 2);
+    flush_oldest(tc, bin, (b->ncached_max + 1) / 2);
     tc_bin_push(b, p);
 }
 
 void tcache_flush_all(tcache_t *tc)
 {
-    for (unsigned c = 0; c < g.tcache_nclasses; c++)
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
+        flush_oldest(tc, c + TC_MANUAL_BASE, tc_bin_count(&tc->bins[c + TC_MANUAL_BASE]));
+    }
+}
+
+/* Gives the manual bins their slots (once per cache) and opens or closes
+ * them; a closed bin is empty and full. The caller flushed them. */
+static bool manual_bins_open(tcache_t *tc, bool open)
+{
+    if (open && !tc->manual_slots) {
+        for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+            unsigned n = nslots_for_class(c);
+            void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
+            if (slots == NULL)
+                return false;
+            bin_layout(&tc->bins[c + TC_MANUAL_BASE], slots + n, 0);
+        }
+        tc->manual_slots = true;
+    }
+    if (!tc->manual_slots)
+        return true;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        tc_bin_t *b = &tc->bins[c + TC_MANUAL_BASE];
+        bin_layout(b, b->top, open ? nslots_for_class(c) : 0);
+    }
+    return true;
+}
+
+/* A bound thread's miss: blocks it freed into its manual bin come back
+ * first, no lock taken. */
+static void *refill_from_manual_bin(tcache_t *tc, unsigned c)
+{
+    tc_bin_t *own = &tc->bins[c + TC_MANUAL_BASE];
+    tc_bin_t *b = &tc->bins[c];
+    unsigned k = tc_bin_count(own);
+    if (k == 0)
+        return NULL;
+    void *first = *own->head++;
+    for (unsigned i = 1; i < k && !tc_bin_full(b); i++)
+        tc_bin_push(b, *own->head++);
+    own->low_lo = own->top_lo;
+    b->low_lo = low16(b->head);
+    return first;
 }
 
 /* Blocks the bin held unused since its last trim: the ones below the
@@ -272,6 +325,7 @@ void thread_bind_arena(arena_t *a)
         tcache_t *tc = tls_tcache;
         tcache_flush_all(tc);
         tc->arena = a;
+        manual_bins_open(tc, a->manual);
     } else if (tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty)
@@ -299,6 +353,7 @@ void thread_tcache_enable(bool on)
     }
     if (tls_state == THREAD_NOCACHE && tc != NULL) {
         tc->enabled = true;
+        manual_bins_open(tc, tc->arena->manual);
         tls_tcache = tc;
         tls_state = THREAD_CACHED;
     } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {

@@ -42,9 +42,16 @@ typedef struct tc_bin_stats {
     uint32_t cap;                /* slots below top that belong to the bin */
 } tc_bin_stats_t;
 
+/* Bins TC_MANUAL_BASE + c hold blocks of a manual arena that this thread
+ * freed while bound to it; a miss in bin c refills from there first. They
+ * have slots only while the thread is bound to a manual arena, so every
+ * other thread's free of such a block goes straight home: a manual arena's
+ * blocks sit only in the caches of its bound threads, which is what makes
+ * "arena.<i>.reset" safe once those threads have flushed. */
 typedef struct tcache {
     tc_bin_t bins[TC_NBINS];
     arena_t *arena;
+    bool manual_slots;          /* slots of the manual bins are allocated */
     struct tcache *next, *prev;
     uint32_t events;
     uint32_t gc_next;
