@@ -317,14 +317,25 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
     return p != NULL ? p : fail_nomem();
 }
 
+/* The checks of the rte_malloc-shaped calls (align 0 = default): false
+ * with errno set if the call must fail. */
+static bool arena_call_ok(size_t size, size_t *align)
+{
+    if (*align == 0)
+        *align = QUANTUM;
+    if (bad_alignment(*align))
+        return false;
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX)) {
+        errno = ENOMEM;
+        return false;
+    }
+    return true;
+}
+
 static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
 {
-    if (align == 0)
-        align = QUANTUM;
-    if (bad_alignment(align))
+    if (!arena_call_ok(size, &align))
         return NULL;
-    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
-        return fail_nomem();
     arena_t *a = thread_arena();
     if (a == NULL)
         return fail_nomem();
@@ -418,12 +429,8 @@ DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_
 
 DPM_EXPORT void *dpm_malloc_arena(unsigned arena, size_t size, size_t align)
 {
-    if (align == 0)
-        align = QUANTUM;
-    if (bad_alignment(align))
+    if (!arena_call_ok(size, &align))
         return NULL;
-    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
-        return fail_nomem();
     arena_t *a = arena_get(arena);
     if (a == NULL) {
         errno = EINVAL;

@@ -76,12 +76,6 @@ void dpm_misuse(const char *call, const void *ptr, const char *what)
     abort();
 }
 
-void dpm_fatal(const char *what)
-{
-    dpm_warn3("fatal: ", what, NULL);
-    abort();
-}
-
 void dpm_assert_fail(const char *expr, const char *file, int line)
 {
     char num[24];

@@ -10,8 +10,6 @@
 
 /* Report misuse of a block ("free(): invalid pointer 0x...") and abort. */
 void dpm_misuse(const char *call, const void *ptr, const char *what) __attribute__((noreturn, cold));
-/* Out of address space or metadata in a place that cannot return NULL. */
-void dpm_fatal(const char *what) __attribute__((noreturn, cold));
 /* One warning line, "dpmalloc: <a><b><c>\n"; any part may be NULL. */
 void dpm_warn3(const char *a, const char *b, const char *c);
 /* Format v as 0x... into buf (at least 19 bytes); returns buf. */

@@ -511,7 +511,6 @@ size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzz
     return ph_decay_bounded(ph, now_ns, dirty_ms, muzzy_ms, SIZE_MAX);
 }
 
-size_t ph_free_pages(const page_heap_t *ph, enum run_state state) { return ph->free_runs[state].npages; }
 
 /* ---- invariant check --------------------------------------------------- */
 

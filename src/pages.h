@@ -75,7 +75,5 @@ void ph_release_all(page_heap_t *ph);
 void pages_prefork(void);
 void pages_postfork_parent(void);
 void pages_postfork_child(void);
-/* Free runs longer than npages in index state, for statistics. */
-size_t ph_free_pages(const page_heap_t *ph, enum run_state state);
 
 #endif

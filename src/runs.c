@@ -94,15 +94,6 @@ span_t *runs_find(run_index_t *ix, size_t npages)
     return run;
 }
 
-size_t runs_list_length(const run_index_t *ix, size_t npages)
-{
-    slot_t s = slot_of_length(npages);
-    size_t n = 0;
-    for (const span_t *r = ix->heads[s.fl][s.sl]; r != NULL; r = r->next)
-        n++;
-    return n;
-}
-
 static bool fail(const char *rule)
 {
     dpm_warn3("run index check failed: ", rule, NULL);

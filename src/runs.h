@@ -34,7 +34,5 @@ span_t *runs_find(run_index_t *ix, size_t npages);
 /* Walks everything; returns false (and names the broken rule on stderr)
  * if an invariant fails. For tests and debug builds. */
 bool runs_check(const run_index_t *ix, uint8_t state);
-/* Number of runs in the list of the (fl, sl) slot holding length npages. */
-size_t runs_list_length(const run_index_t *ix, size_t npages);
 
 #endif
