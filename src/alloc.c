@@ -247,8 +247,14 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
 {
     arena_t *a = thread_arena();
     bin_t *bin = a != NULL ? arena_special_bin(a, c, phase, false) : NULL;
-    void *p;
-    if (bin == NULL || bin_fill(bin, &p, 1) == 0)
+    void *p = NULL;
+    if (bin == NULL)
+        return NULL;
+    if (tls_state == THREAD_CACHED)
+        p = tcache_phased_alloc(tls_tcache, bin);
+    else if (bin_fill(bin, &p, 1) == 0)
+        p = NULL;
+    if (p == NULL)
         return NULL;
     if (zero || opt.zero)
         memset(p, 0, size);

@@ -112,6 +112,8 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
     tc->samples = (slow_samples_t){0};
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
+        tc->stashes[k] = (phased_stash_t){0};
     tc->arena = arena;
     tc->events = tc->gc_next = 0;
     tc->enabled = true;
@@ -248,12 +250,46 @@ void tcache_free_full(tcache_t *tc, unsigned bin, void *p)
     tc_bin_push(b, p);
 }
 
+static void stash_flush(phased_stash_t *st)
+{
+    if (st->n != 0)
+        bin_flush(st->objs, st->n);
+    st->n = 0;
+    st->bin = NULL;
+}
+
+void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
+{
+    phased_stash_t *st = NULL;
+    for (unsigned k = 0; k < TC_PHASED_STASHES && st == NULL; k++)
+        if (tc->stashes[k].bin == bin)
+            st = &tc->stashes[k];
+    if (st == NULL) {
+        st = &tc->stashes[tc->stash_next++ % TC_PHASED_STASHES];
+        stash_flush(st);
+        st->bin = bin;
+    }
+    if (st->n == 0) {
+        /* take them in address order: the lowest comes out first */
+        void *batch[TC_PHASED_BATCH];
+        unsigned got = bin_fill(bin, batch, TC_PHASED_BATCH);
+        for (unsigned i = 0; i < got; i++)
+            st->objs[i] = batch[got - 1 - i];
+        st->n = got;
+        if (got == 0)
+            return NULL;
+    }
+    return st->objs[--st->n];
+}
+
 void tcache_flush_all(tcache_t *tc)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
         flush_oldest(tc, c + TC_MANUAL_BASE, tc_bin_count(&tc->bins[c + TC_MANUAL_BASE]));
     }
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
+        stash_flush(&tc->stashes[k]);
 }
 
 /* Gives the manual bins their slots (once per cache) and opens or closes

@@ -48,10 +48,23 @@ typedef struct tc_bin_stats {
  * other thread's free of such a block goes straight home: a manual arena's
  * blocks sit only in the caches of its bound threads, which is what makes
  * "arena.<i>.reset" safe once those threads have flushed. */
+/* A few blocks of one phased bin (aligned-at-offset requests), fetched in
+ * one locked batch: the VPP case allocates many such blocks in a row. Only
+ * allocation is cached; their frees go home directly. */
+#define TC_PHASED_STASHES 4
+#define TC_PHASED_BATCH 16
+typedef struct phased_stash {
+    bin_t *bin;
+    unsigned n;
+    void *objs[TC_PHASED_BATCH];
+} phased_stash_t;
+
 typedef struct tcache {
     tc_bin_t bins[TC_NBINS];
     arena_t *arena;
     bool manual_slots;          /* slots of the manual bins are allocated */
+    unsigned stash_next;        /* round-robin victim among the stashes */
+    phased_stash_t stashes[TC_PHASED_STASHES];
     struct tcache *next, *prev;
     uint32_t events;
     uint32_t gc_next;
@@ -96,6 +109,9 @@ bool tcache_create_for_thread(void);
 void *tcache_alloc_miss(tcache_t *tc, unsigned c);
 /* Bin c is full: flushes half of it and pushes p. */
 void tcache_free_full(tcache_t *tc, unsigned c, void *p);
+/* A block of phased bin `bin` from the calling thread's stash, refilled
+ * in a batch when empty; NULL when the bin has nothing to give. */
+void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
 /* Counts a slow-path event; every TC_GC_EVERY trims one bin. */
