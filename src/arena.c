@@ -241,13 +241,18 @@ void arena_after_free(arena_t *a)
         arena_tick(a);
 }
 
-void arena_purge_all(arena_t *a)
+void arena_decay_now(arena_t *a, bool everything)
 {
     mutex_lock(&a->lock);
-    a->clock_ns = os_now_ns();
-    ph_decay(&a->ph, a->clock_ns, 0, 0);
+    a->clock_ns = a->last_decay_ns = os_now_ns();
+    if (everything)
+        ph_decay(&a->ph, a->clock_ns, 0, 0);
+    else
+        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
     mutex_unlock(&a->lock);
 }
+
+void arena_purge_all(arena_t *a) { arena_decay_now(a, true); }
 
 void arenas_release_free_memory(void)
 {

@@ -109,6 +109,8 @@ void arena_after_free(arena_t *a);
 /* Purge all free pages now ("arena.<i>.purge"); fully free segments go
  * back to the OS. */
 void arena_purge_all(arena_t *a);
+/* Runs a's decay curves now (everything: purge all free pages). */
+void arena_decay_now(arena_t *a, bool everything);
 /* arena_purge_all on every arena: the last resort before ENOMEM, since
  * free runs of other states or arenas may hold the address space that a
  * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena

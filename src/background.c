@@ -6,7 +6,6 @@
 #include "background.h"
 #include "arena.h"
 #include "conf.h"
-#include "os.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -37,10 +36,7 @@ static void decay_every_arena(void)
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         if (a == NULL || a->destroyed)
             continue;
-        mutex_lock(&a->lock);
-        a->clock_ns = a->last_decay_ns = os_now_ns();
-        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
-        mutex_unlock(&a->lock);
+        arena_decay_now(a, false);
     }
     arenas_iteration_unlock();
 }

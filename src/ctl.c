@@ -8,7 +8,6 @@
 #include "background.h"
 #include "conf.h"
 #include "global.h"
-#include "os.h"
 #include "stats.h"
 
 #include <dpmalloc.h>
@@ -246,14 +245,7 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
     int err = action_only(c);
     if (err != 0 || a == NULL)
         return err != 0 ? err : ENOENT;
-    if (arg != NULL) {   /* "decay": follow the curves now */
-        mutex_lock(&a->lock);
-        a->clock_ns = os_now_ns();
-        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
-        mutex_unlock(&a->lock);
-    } else {
-        arena_purge_all(a);
-    }
+    arena_decay_now(a, arg == NULL);   /* arg "decay": follow the curves */
     return 0;
 }
 

@@ -214,6 +214,17 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 
 /* Returns the n oldest blocks of bin c (the end of the stack next to top)
  * to their homes and slides the rest up. */
+/* Returns n cached blocks of class c to their slabs or page heaps. */
+static void send_home(void **objs, unsigned n, unsigned c)
+{
+    if (c < NSMALL) {
+        bin_flush(objs, n);
+        return;
+    }
+    for (unsigned i = 0; i < n; i++)
+        arena_free_large(span_of(objs[i]));
+}
+
 static void flush_oldest(tcache_t *tc, unsigned bin, unsigned n)
 {
     tc_bin_t *b = &tc->bins[bin];
@@ -221,12 +232,7 @@ static void flush_oldest(tcache_t *tc, unsigned bin, unsigned n)
     if (n == 0)
         return;
     void **oldest = b->top - n;
-    if (c < NSMALL) {
-        bin_flush(oldest, n);
-    } else {
-        for (unsigned i = 0; i < n; i++)
-            arena_free_large(span_of(oldest[i]));
-    }
+    send_home(oldest, n, c);
     unsigned keep = (unsigned)(oldest - b->head);
     memmove(b->top - keep, b->head, keep * sizeof(void *));
     b->head = b->top - keep;
@@ -240,10 +246,7 @@ void tcache_free_full(tcache_t *tc, unsigned bin, void *p)
     tc_bin_t *b = &tc->bins[bin];
     unsigned c = class_of_bin(bin);
     if (b->ncached_max == 0) {   /* holds nothing (tuned so, or not bound): straight home */
-        if (c < NSMALL)
-            bin_flush(&p, 1);
-        else
-            arena_free_large(span_of(p));
+        send_home(&p, 1, c);
         return;
     }
     flush_oldest(tc, bin, (b->ncached_max + 1) / 2);
