@@ -15,7 +15,7 @@
 arena_t *arenas[MAX_ARENAS];
 unsigned narenas_total;
 unsigned narenas_auto;
-static dpm_mutex_t arenas_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 static unsigned next_arena;
 
 /* Fresh state for a new arena or a destroyed slot being reused. A reused
@@ -219,11 +219,26 @@ static uint64_t decay_interval_ns(const arena_t *a)
     return ns < 1000000u ? 1000000u : ns;
 }
 
+/* ~0.3 ms at 3 GHz; 10-40 ms of an aarch64 generic timer */
+#define CLOCK_STALE_CYCLES ((uint64_t)1 << 20)
+
+static void arena_clock_read(arena_t *a)
+{
+    a->clock_ns = os_now_ns();
+    a->clock_at_cycles = cpu_cycles();
+}
+
+void arena_clock_refresh(arena_t *a)
+{
+    if (cpu_cycles() - a->clock_at_cycles > CLOCK_STALE_CYCLES)
+        arena_clock_read(a);
+}
+
 void arena_tick(arena_t *a)
 {
     if (++a->ticks % DECAY_TICKS_PER_CLOCK != 0)
         return;
-    a->clock_ns = os_now_ns();
+    arena_clock_read(a);
     if (a->dirty_decay_ms < 0 && a->muzzy_decay_ms < 0)
         return;
     uint64_t interval = decay_interval_ns(a);
@@ -301,7 +316,6 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
     size_t in_page;
     page_request_t pr = {.zero = req->zero};
-    int saved_errno = errno;
     place_large(req, &in_page, &pr);
     unsigned c = sc_compute(req->size);
     bool class_rounded = in_page == 0 && c >= NSMALL && req->size <= LARGE_ROUND_MAX;
@@ -314,10 +328,12 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     mutex_lock(&a->lock);
     span_t *s = ph_alloc(&a->ph, &pr, &zeroed);
     if (s == NULL) {
+        int saved_errno = errno;   /* a failed first try must not leak ENOMEM into a success */
         mutex_unlock(&a->lock);
         arenas_release_free_memory();
         mutex_lock(&a->lock);
         s = ph_alloc(&a->ph, &pr, &zeroed);
+        errno = saved_errno;
     }
     if (s == NULL) {
         mutex_unlock(&a->lock);
@@ -338,7 +354,6 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     mutex_unlock(&a->lock);
     if (req->zero && !zeroed)
         zero_large(s, req->size);
-    errno = saved_errno;   /* a failed first try must not leak ENOMEM into a success */
     return (void *)s->base;
 }
 
@@ -350,7 +365,7 @@ void arena_free_large(span_t *s)
     ls->nfree++;
     ls->live_bytes -= s->usable;
     type_count_free(s->type_id, s->usable);
-    a->clock_ns = os_now_ns();   /* decay counts from the free itself */
+    arena_clock_refresh(a);
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock(&a->lock);
@@ -418,7 +433,7 @@ static void for_each_lock(void (*fn)(dpm_mutex_t *))
 
 static void lock_one(dpm_mutex_t *m) { mutex_lock(m); }
 static void unlock_one(dpm_mutex_t *m) { mutex_unlock(m); }
-static void reinit_one(dpm_mutex_t *m) { pthread_mutex_init(&m->lock, NULL); }
+static void reinit_one(dpm_mutex_t *m) { mutex_reinit(m); }
 
 void arenas_prefork(void)
 {

@@ -55,6 +55,7 @@ typedef struct arena {
     char name[ARENA_NAME_MAX];
     uint32_t nthreads;             /* threads whose tcache points here */
     uint64_t clock_ns;             /* coarse clock, refreshed by ticks */
+    uint64_t clock_at_cycles;      /* cpu_cycles() when clock_ns was read */
     uint64_t last_decay_ns;
     uint32_t ticks;
     int64_t dirty_decay_ms, muzzy_decay_ms;
@@ -106,6 +107,11 @@ bool arena_resize_large_in_place(span_t *s, size_t size);
 /* Decay bookkeeping, called with the arena lock held. */
 void arena_tick(arena_t *a);
 void arena_after_free(arena_t *a);
+/* Brings a->clock_ns up to date (under a->lock) when it may be stale by
+ * more than a fraction of a millisecond: a cycle-counter read, and a clock
+ * read only after an idle spell. Frees stamp runs with it, so decay counts
+ * from the free itself without a clock read per free. */
+void arena_clock_refresh(arena_t *a);
 /* Purge all free pages now ("arena.<i>.purge"); fully free segments go
  * back to the OS. */
 void arena_purge_all(arena_t *a);

@@ -11,7 +11,7 @@
 #define BASE_CHUNK ((size_t)2 << 20)
 #define POOL_BATCH 64
 
-static dpm_mutex_t base_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static dpm_mutex_t base_lock = DPM_MUTEX_INITIALIZER;
 static uintptr_t bump_cur, bump_end;
 static size_t mapped_total;
 

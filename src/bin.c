@@ -105,6 +105,7 @@ static span_t *slab_create(bin_t *bin)
         s->last_index = bin->slab_objs - 1;
         s->tcache_class = bin->tcache_class;
         s->nfree = bin->slab_objs;
+        s->on_list = 0;
         slab_init_bits(s, bin->slab_objs);
         ph_map_all_pages(s);
         arena_tick(a);
@@ -126,7 +127,7 @@ static void slab_release(bin_t *bin, span_t *s)
     bin->stats.curslabs--;
     mutex_lock(&a->lock);
     ph_unmap_inner_pages(s);
-    a->clock_ns = os_now_ns();   /* decay counts from the free itself */
+    arena_clock_refresh(a);
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock(&a->lock);

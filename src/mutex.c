@@ -6,8 +6,14 @@
 
 void mutex_init(dpm_mutex_t *m)
 {
-    pthread_mutex_init(&m->lock, NULL);
+    mutex_reinit(m);
     m->n_acquired = m->n_contended = m->wait_ns_total = m->wait_ns_max = 0;
+}
+
+void mutex_reinit(dpm_mutex_t *m)
+{
+    pthread_mutex_init(&m->lock, NULL);
+    m->elided = false;
 }
 
 void mutex_lock_contended(dpm_mutex_t *m)

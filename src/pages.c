@@ -4,6 +4,9 @@
  * because leaves are shared between arenas.
  */
 #include "pages.h"
+
+#include <stddef.h>
+#include <string.h>
 #include "error.h"
 #include "mutex.h"
 #include "conf.h"
@@ -11,8 +14,10 @@
 #include "types.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
 
-static dpm_mutex_t radix_write_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static dpm_mutex_t radix_write_lock = DPM_MUTEX_INITIALIZER;
 
 void ph_init(page_heap_t *ph, struct arena *arena)
 {
@@ -92,11 +97,31 @@ static void run_unfile(page_heap_t *ph, span_t *r)
         lru_unlink(&ph->lru[r->state], r);
 }
 
+/* Makes s a fresh descriptor of [start, start + npages pages) of kind with
+ * every page-level field cleared. Only the first two cache lines are
+ * written: the slab-only fields behind them (counts, bitmap, list mark)
+ * are set by bin.c when a span becomes a slab, and untouched lines stay
+ * out of the cache on cold large-block paths. Large blocks get bitmap word
+ * 0 cleared, since the free fast path tests "block 0 is free". */
+static void span_reset(span_t *s, const page_heap_t *ph, segment_t *seg, enum span_kind kind, uintptr_t start,
+                       size_t npages)
+{
+    memset(s, 0, offsetof(span_t, nfree));
+    s->seg = seg;
+    s->arena = ph->arena;
+    s->tcache_class = TC_NONE;
+    s->kind = (uint8_t)kind;
+    s->start = start;
+    s->npages = npages;
+    if (kind == SPAN_LARGE)
+        s->free_bits[0] = 0;
+}
+
 static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t npages)
 {
     span_t *s = pool_get(&ph->spans);
     if (s != NULL)
-        *s = (span_t){.seg = seg, .arena = ph->arena, .start = start, .npages = npages, .tcache_class = TC_NONE};
+        span_reset(s, ph, seg, 0, start, npages);
     return s;
 }
 
@@ -295,8 +320,9 @@ static span_t *find_run(page_heap_t *ph, size_t need, bool zero)
 /* Splits [from, from+npages) off free run r as a new free run of r's state. */
 static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uintptr_t from, size_t npages)
 {
-    *piece = (span_t){.seg = r->seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_FREE,
-                      .state = r->state, .start = from, .npages = npages, .freed_at_ns = r->freed_at_ns};
+    span_reset(piece, ph, r->seg, SPAN_FREE, from, npages);
+    piece->state = r->state;
+    piece->freed_at_ns = r->freed_at_ns;
     map_ends(piece);
     run_file(ph, piece);
 }
@@ -343,8 +369,7 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
         split_off_free(ph, tail, r, start + (req->npages << LG_PAGE), tail_pages);
     *zeroed = r->state == RUN_CLEAN;
     segment_t *seg = r->seg;
-    *r = (span_t){.seg = seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_LARGE,
-                  .start = start, .npages = req->npages};
+    span_reset(r, ph, seg, SPAN_LARGE, start, req->npages);
     map_ends(r);
     seg->free_pages -= req->npages;
     ph->active_pages += req->npages;
@@ -360,8 +385,9 @@ void ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
     segment_t *seg = s->seg;
     uintptr_t start = s->start;
     size_t npages = s->npages;
-    *s = (span_t){.seg = seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_FREE,
-                  .state = RUN_DIRTY, .start = start, .npages = npages, .freed_at_ns = now_ns};
+    span_reset(s, ph, seg, SPAN_FREE, start, npages);
+    s->state = RUN_DIRTY;
+    s->freed_at_ns = now_ns;
     coalesce_and_file(ph, s);
 }
 
@@ -408,8 +434,9 @@ void ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     s->npages = npages;
     s->usable -= cut << LG_PAGE;
     map_ends(s);
-    *t = (span_t){.seg = s->seg, .arena = ph->arena, .tcache_class = TC_NONE, .kind = SPAN_FREE,
-                  .state = RUN_DIRTY, .start = span_end(s), .npages = cut, .freed_at_ns = now_ns};
+    span_reset(t, ph, s->seg, SPAN_FREE, span_end(s), cut);
+    t->state = RUN_DIRTY;
+    t->freed_at_ns = now_ns;
     s->seg->free_pages += cut;
     ph->active_pages -= cut;
     coalesce_and_file(ph, t);

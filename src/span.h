@@ -45,17 +45,18 @@ typedef struct span {
     struct span *lru_next, *lru_prev;  /* decay order of dirty/muzzy runs */
     uint64_t freed_at_ns;              /* free runs: when they became dirty/muzzy */
 
+    /* Large blocks (here, so that a large block's descriptor is its first
+     * two cache lines: large operations often run with a cold cache) */
+    size_t usable;           /* bytes from base to the end of the run */
+    uint32_t size_class;
+    uint16_t type_id;        /* typed large blocks: their type tag */
+
     /* Slabs */
     struct bin *bin;
     uint16_t *type_ids;      /* typed slabs: the type tag of each object */
     uint32_t nfree;
     uint32_t objsize;
     uint64_t free_bits[SLAB_BITMAP_WORDS];  /* 1 = free object */
-
-    /* Large blocks */
-    size_t usable;           /* bytes from base to the end of the run */
-    uint32_t size_class;
-    uint16_t type_id;        /* typed large blocks: their type tag */
     uint8_t on_list;         /* slab is on its bin's nonfull list */
 } span_t;
 

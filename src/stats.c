@@ -15,7 +15,7 @@
 static stats_snap_t snap;
 static unsigned snap_capacity;
 static bool snap_taken;
-static dpm_mutex_t stats_mutex = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static dpm_mutex_t stats_mutex = DPM_MUTEX_INITIALIZER;
 
 void stats_lock(void) { mutex_lock(&stats_mutex); }
 void stats_unlock(void) { mutex_unlock(&stats_mutex); }

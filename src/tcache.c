@@ -14,7 +14,7 @@ __thread uint8_t tls_state;
 __thread arena_t *tls_arena;
 tcache_t tcache_empty;
 
-static dpm_mutex_t tcaches_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
 static tcache_t *tcaches_spare;    /* caches of exited threads, for reuse */
 

@@ -13,7 +13,7 @@
 static type_stats_t types[MAX_TYPES];
 static uint16_t hash_slots[TYPE_HASH_SLOTS];
 static unsigned ntypes = 1;   /* id 0 means untyped */
-static dpm_mutex_t types_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+static dpm_mutex_t types_lock = DPM_MUTEX_INITIALIZER;
 
 static uint32_t hash_name(const char *s)
 {
