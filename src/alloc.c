@@ -68,6 +68,10 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     return p;
 }
 
+/* Large blocks may come from the thread's spare unless the junk or zero
+ * options want every block filled on its way out. */
+static bool spare_allowed(void) { return tls_state == THREAD_CACHED && !opt.junk && !opt.zero; }
+
 static void *alloc_slow_body(size_t size)
 {
     unsigned c = sc_of_size(size);
@@ -77,6 +81,11 @@ static void *alloc_slow_body(size_t size)
         tcache_event(tc);
         void *p = tcache_alloc_miss(tc, c);
         return p != NULL ? p : fail_nomem();
+    }
+    if (c >= NSMALL && spare_allowed()) {
+        void *p = tcache_spare_take(tc, size);
+        if (p != NULL)
+            return p;
     }
     return alloc_uncached(thread_arena(), c, size, opt.zero);
 }
@@ -117,6 +126,8 @@ static span_t *checked_span(const void *p, const char *call)
         dpm_misuse(call, p, s->kind == SPAN_FREE ? "invalid pointer or double free" : "invalid pointer");
     if (s->kind == SPAN_SLAB && span_block_is_free(s, span_block_index(s, (uintptr_t)p)))
         dpm_misuse(call, p, "double free or never-allocated pointer");
+    if (s->kind == SPAN_LARGE && __atomic_load_n(&s->parked, __ATOMIC_RELAXED))
+        dpm_misuse(call, p, "double free of");
     return s;
 }
 
@@ -136,6 +147,8 @@ static void free_slow_body(void *p, span_t *s)
             tcache_free_full(tc, s->tcache_class, p);
         return;
     }
+    if (s->kind == SPAN_LARGE && spare_allowed() && tcache_spare_park(tls_tcache, s))
+        return;
     if (unlikely(opt.junk))
         memset(p, JUNK_FREE, span_usable(s));
     if (s->kind == SPAN_SLAB)
@@ -201,8 +214,19 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
     if (aligned && size <= old && (size > old / 2 || old <= QUANTUM))
         return p;
-    if (aligned && s->kind == SPAN_LARGE && size > SMALL_MAX && arena_resize_large_in_place(s, size))
+    /* A large block handed out with room to spare (tcache_spare_take)
+     * grows into it, and shrinks in place only below half of what was
+     * last asked for. */
+    if (aligned && s->kind == SPAN_LARGE && size <= old && size > s->requested / 2) {
+        s->grew |= size > s->requested;
+        s->requested = size;
         return p;
+    }
+    if (aligned && s->kind == SPAN_LARGE && size > SMALL_MAX && arena_resize_large_in_place(s, size)) {
+        s->grew |= size > s->requested;
+        s->requested = size;
+        return p;
+    }
     return move_block(p, old, size, align, call);
 }
 
@@ -278,6 +302,11 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
+    }
+    if (align <= PAGE && off == 0 && !zero && spare_allowed()) {
+        void *p = tcache_spare_take(tls_tcache, size);
+        if (p != NULL)
+            return p;
     }
     arena_t *a = thread_arena();
     if (a == NULL)

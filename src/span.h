@@ -48,8 +48,11 @@ typedef struct span {
     /* Large blocks (here, so that a large block's descriptor is its first
      * two cache lines: large operations often run with a cold cache) */
     size_t usable;           /* bytes from base to the end of the run */
+    size_t requested;        /* bytes last asked for (malloc or realloc) */
     uint32_t size_class;
     uint16_t type_id;        /* typed large blocks: their type tag */
+    uint8_t grew;            /* realloc has grown it (tcache_spare_take) */
+    uint8_t parked;          /* freed into a thread's spare slot (tcache.h) */
 
     /* Slabs */
     struct bin *bin;

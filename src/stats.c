@@ -156,6 +156,7 @@ static void add_tcache(const tcache_t *tc, void *arg)
             o->tcache_bytes += cached * sc_size(c);
         }
     }
+    o->tcache_bytes += __atomic_load_n(&tc->spare_bytes, __ATOMIC_RELAXED);
     o->samples.alloc_n += tc->samples.alloc_n;
     o->samples.alloc_cycles += tc->samples.alloc_cycles;
     o->samples.free_n += tc->samples.free_n;

@@ -193,6 +193,9 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
             return p;
     }
     if (c >= NSMALL) {
+        void *p = opt.junk || opt.zero ? NULL : tcache_spare_take(tc, sc_size(c));
+        if (p != NULL)
+            return p;
         large_request_t req = {.size = sc_size(c), .align = 1};
         return arena_alloc_large(tc->arena, &req);
     }
@@ -285,8 +288,76 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     return st->objs[--st->n];
 }
 
+/* ---- the spare large block --------------------------------------------- */
+
+#define SPARE_MAX_BYTES ((size_t)64 << 20)
+#define SPARE_RELEASE_EVERY 64
+
+/* The spare leaves the slot: s->parked is cleared with an atomic store
+ * because frees on other threads read it (a double free check). */
+static void spare_unset(tcache_t *tc, span_t *s)
+{
+    tc->spare = NULL;
+    __atomic_store_n(&tc->spare_bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
+}
+
+static void spare_release(tcache_t *tc)
+{
+    span_t *s = tc->spare;
+    if (s == NULL)
+        return;
+    spare_unset(tc, s);
+    arena_free_large(s);
+}
+
+bool tcache_spare_park(tcache_t *tc, span_t *s)
+{
+    if (s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena->manual || s->type_id != 0 ||
+        s->base != s->start || span_bytes(s) > SPARE_MAX_BYTES)
+        return false;
+    spare_release(tc);
+    tc->spare = s;
+    tc->spare_used = true;
+    __atomic_store_n(&tc->spare_bytes, s->usable, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
+void *tcache_spare_take(tcache_t *tc, size_t size)
+{
+    span_t *s = tc->spare;
+    if (s == NULL)
+        return NULL;
+    size_t bytes = span_bytes(s);
+    /* Arenas run decay from their own operations: one take in
+     * SPARE_RELEASE_EVERY goes to the arena, so that a thread whose big
+     * blocks all come from its spare still drives decay. */
+    if (size > bytes || size < bytes / 4 || ++tc->spare_takes % SPARE_RELEASE_EVERY == 0) {
+        spare_release(tc);
+        return NULL;
+    }
+    /* The page heap places a fresh block with room to grow 4x (realloc),
+     * so the spare first takes that room from its free neighbour: else a
+     * program stepping up its sizes would have each step's first block
+     * moved (copied onto fresh pages) when it grows. Without the room it
+     * still serves a request of about its size if it never grew (a loop
+     * of same-size blocks that are not realloc'd). */
+    bool roomy = bytes / 4 >= size ||
+                 (size <= SPARE_MAX_BYTES / 4 && arena_resize_large_in_place(s, 4 * size));
+    if (!roomy && (s->grew || size <= bytes / 2)) {
+        spare_release(tc);
+        return NULL;
+    }
+    spare_unset(tc, s);
+    tc->spare_used = true;
+    s->requested = size;
+    return (void *)s->base;
+}
+
 void tcache_flush_all(tcache_t *tc)
 {
+    spare_release(tc);
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
         flush_oldest(tc, c + TC_MANUAL_BASE, tc_bin_count(&tc->bins[c + TC_MANUAL_BASE]));
@@ -348,6 +419,11 @@ void tcache_event(tcache_t *tc)
     if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
         return;
     unsigned c = tc->gc_next++ % g.tcache_nclasses;
+    if (c == 0) {   /* once per round over the bins */
+        if (!tc->spare_used)
+            spare_release(tc);
+        tc->spare_used = false;
+    }
     tc_bin_t *b = &tc->bins[c];
     unsigned idle = unused_since_trim(b);
     if (idle > tc_bin_count(b))

@@ -62,6 +62,16 @@ typedef struct phased_stash {
 typedef struct tcache {
     tc_bin_t bins[TC_NBINS];
     arena_t *arena;
+    /* One freed large block that no bin takes (beyond tcache_max, or not
+     * of a class size because it grew), kept for the thread's next large
+     * request of 1/4 to all of its size: alloc/grow/free and same-size
+     * alloc/free loops of big blocks then take no lock. Handed out whole,
+     * so such a block has room reserved to grow in place (realloc). Any
+     * other large request, a flush, and two idle trim rounds send it home. */
+    span_t *spare;
+    size_t spare_bytes;         /* its usable bytes, for stats (atomic) */
+    bool spare_used;            /* parked or handed out since the last trim */
+    uint32_t spare_takes;
     bool manual_slots;          /* slots of the manual bins are allocated */
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
@@ -112,6 +122,12 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
+/* Parks large block s (of tc's arena, not cacheable in a bin) as tc's
+ * spare, sending the previous spare home; false if s does not qualify. */
+bool tcache_spare_park(tcache_t *tc, span_t *s);
+/* The spare as a block for a request of size bytes (page aligned, offset
+ * 0), or NULL; a spare that does not fit is sent home. */
+void *tcache_spare_take(tcache_t *tc, size_t size);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
 /* Counts a slow-path event; every TC_GC_EVERY trims one bin. */

@@ -9,7 +9,8 @@
  * align-1, align+4 and random ones, with the whole usable size writable and
  * live blocks never overlapping; bad alignments give NULL + EINVAL;
  * dpm_realloc_aligned keeps alignment and contents; dpm_zalloc_aligned and
- * dpm_calloc return zeroed memory even when they reuse dirty blocks.
+ * dpm_calloc return zeroed memory even when they reuse dirty blocks; a
+ * freed big block serves the next big request and lets it grow in place.
  * Links against dpmalloc_plain, so it also runs in the sanitizer builds.
  */
 #include "test.h"
@@ -402,6 +403,60 @@ TEST(realloc_basic)
     EXPECT_NULL(z);
 }
 
+/* The thread's spare large block (src/tcache.h): a freed big block serves
+ * the next big request of 1/4 to all of its size, whole, so that the new
+ * block grows into it without moving; contents are the caller's, a shrink
+ * far below the request gives pages back, and a flush sends it home. */
+TEST(large_spare)
+{
+    dpm_free(dpm_malloc(16));   /* the thread has a cache (and so a spare slot) */
+    const size_t quarter = 256 << 10;
+    unsigned char *p = dpm_malloc(quarter);
+    EXPECT_NONNULL(p);
+    if (!p)
+        return;
+    unsigned char *q = dpm_realloc(p, 4 * quarter);   /* room to grow in place */
+    EXPECT(q != NULL, "grow to 1 MiB failed");
+    if (!q)
+        return;
+    size_t big = dpm_usable_size(q);
+    dpm_free(q);
+    unsigned char *a = dpm_malloc(quarter);
+    EXPECT_NONNULL(a);
+    if (!a)
+        return;
+    EXPECT(a == q, "1/4-size request after a free of 1 MiB: %p, the freed block was %p", (void *)a, (void *)q);
+    EXPECT(dpm_usable_size(a) == big, "the spare is handed out whole: usable %zu, spare %zu", dpm_usable_size(a),
+           big);
+    test_fill(a, quarter, 9);
+    unsigned char *b = dpm_realloc(a, 2 * quarter);
+    EXPECT(b == a, "grow within the spare moved %p -> %p", (void *)a, (void *)b);
+    b = dpm_realloc(b, big);
+    EXPECT(b == a, "grow to the spare's size moved %p -> %p", (void *)a, (void *)b);
+    EXPECT(test_check(b, quarter, 9) == quarter, "contents lost growing within the spare");
+    test_fill(b, big, 10);
+    /* far below what was asked: the tail goes back */
+    unsigned char *c = dpm_realloc(b, quarter / 4);
+    EXPECT_NONNULL(c);
+    if (c) {
+        EXPECT(dpm_usable_size(c) < big, "shrink to %zu kept all %zu bytes", quarter / 4, big);
+        EXPECT(test_check(c, quarter / 4, 10) == quarter / 4, "contents lost in shrink");
+    }
+    dpm_free(c);
+    /* a request that does not fit sends the spare home and is served fresh */
+    void *x = dpm_malloc(8 << 20), *y = dpm_malloc(8 << 20);
+    EXPECT(x != NULL && y != NULL && x != y, "two live 8 MiB blocks: %p %p", x, y);
+    dpm_free(x);
+    dpm_free(y);
+    /* thread.tcache.flush empties the slot: the same size comes from the page heap */
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    void *z = dpm_malloc(8 << 20);
+    EXPECT_NONNULL(z);
+    if (z)
+        test_fill(z, 8 << 20, 11);
+    dpm_free(z);
+}
+
 TEST(realloc_aligned)
 {
     static const size_t aligns[] = {1, 16, 64, 256, 4096, 65536,
@@ -608,6 +663,7 @@ int main(void)
     RUN(aligned_at_property);
     RUN(aligned_many_live);
     RUN(realloc_basic);
+    RUN(large_spare);
     RUN(realloc_aligned);
     RUN(zalloc_zeroed_after_reuse);
     RUN(random_mixed);
