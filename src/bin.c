@@ -209,14 +209,30 @@ static span_t *checked_slab_of(void *p)
     return s;
 }
 
+/* The span of a block that a free already validated (every caller of
+ * bin_flush did: the free paths check before a block enters a cache).
+ * Runs of a flush mostly share a slab, so the last span is tried first. */
+static span_t *flushed_slab_of(void *p, span_t **last)
+{
+    span_t *s = *last;
+    if (s != NULL && (uintptr_t)p - s->start < span_bytes(s))
+        return s;
+    s = span_of(p);
+    if (unlikely(s == NULL || s->kind != SPAN_SLAB))
+        dpm_misuse("free", p, "invalid pointer or double free");
+    *last = s;
+    return s;
+}
+
 void bin_flush(void **objs, unsigned n)
 {
+    span_t *last = NULL;
     while (n > 0) {
         bin_t *bin = checked_slab_of(objs[0])->bin;
         unsigned left = 0;
         mutex_lock(&bin->lock);
         for (unsigned i = 0; i < n; i++) {
-            span_t *s = checked_slab_of(objs[i]);
+            span_t *s = flushed_slab_of(objs[i], &last);
             if (s->bin == bin)
                 slab_put(bin, s, objs[i]);
             else

@@ -28,18 +28,35 @@ static uint64_t inverse_mod_2_64(uint64_t m)
     return x;
 }
 
-static void default_slab_shape(size_t size, uint32_t *pages, uint32_t *objs)
+/* The fewest pages that hold min_objs objects with at most 1/16 of the
+ * slab wasted; 0 if no slab of at most max_pages does. */
+static uint32_t slab_pages_for(size_t size, size_t min_objs, uint32_t max_pages)
 {
-    uint32_t best_p = 1;
-    for (uint32_t p = 1; p <= SLAB_MAX_PAGES; p++) {
+    for (uint32_t p = 1; p <= max_pages; p++) {
         size_t bytes = (size_t)p * PAGE;
         size_t n = bytes / size;
         if (n > SLAB_MAX_OBJS)
-            break;
-        best_p = p;
-        if (n >= 4 && (bytes % size) * 16 <= bytes)
-            break;
+            return p - 1;
+        if (n >= min_objs && (bytes % size) * 16 <= bytes)
+            return p;
     }
+    return 0;
+}
+
+/* Slabs of at least 16 objects where that takes at most 64 KiB: a slab
+ * that empties goes back to the page heap, and with 4-object slabs a
+ * program freeing a thousand 1 KiB blocks would make 250 page-heap round
+ * trips. Bigger objects settle for 4 per slab. */
+#define SLAB_GOOD_OBJS 16
+#define SLAB_GOOD_MAX_PAGES 16
+
+static void default_slab_shape(size_t size, uint32_t *pages, uint32_t *objs)
+{
+    uint32_t best_p = slab_pages_for(size, SLAB_GOOD_OBJS, SLAB_GOOD_MAX_PAGES);
+    if (best_p == 0)
+        best_p = slab_pages_for(size, 4, SLAB_MAX_PAGES);
+    if (best_p == 0)
+        best_p = SLAB_MAX_PAGES;
     *pages = best_p;
     size_t n = (size_t)best_p * PAGE / size;
     *objs = (uint32_t)(n > SLAB_MAX_OBJS ? SLAB_MAX_OBJS : n);
