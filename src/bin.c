@@ -149,8 +149,9 @@ static unsigned slab_take(span_t *s, void **out, unsigned want)
     return n;
 }
 
-/* Puts p back into its slab; the bin lock is held. */
-static void slab_put(bin_t *bin, span_t *s, void *p)
+/* Puts p back into its slab; the bin lock is held. True if that emptied
+ * the slab and sent it back to the page heap. */
+static bool slab_put(bin_t *bin, span_t *s, void *p)
 {
     size_t i = span_index_of(s, (uintptr_t)p);
     uint64_t bit = (uint64_t)1 << (i % 64);
@@ -165,8 +166,11 @@ static void slab_put(bin_t *bin, span_t *s, void *p)
     }
     if (s->nfree++ == 0 && s != bin->current)
         nonfull_push(bin, s);
-    if (s->nfree == bin->slab_objs && s != bin->current)
+    if (s->nfree == bin->slab_objs && s != bin->current) {
         slab_release(bin, s);
+        return true;
+    }
+    return false;
 }
 
 /* ---- bins -------------------------------------------------------------- */
@@ -211,30 +215,29 @@ static span_t *checked_slab_of(void *p)
 
 /* The span of a block that a free already validated (every caller of
  * bin_flush did: the free paths check before a block enters a cache).
- * Runs of a flush mostly share a slab, so the last span is tried first. */
-static span_t *flushed_slab_of(void *p, span_t **last)
+ * Runs of a flush mostly share a slab, so the last slab is tried first;
+ * it is one of the locked bin's, which no other thread can release. */
+static span_t *flushed_slab_of(void *p, const span_t *last)
 {
-    span_t *s = *last;
-    if (s != NULL && (uintptr_t)p - s->start < span_bytes(s))
-        return s;
-    s = span_of(p);
+    if (last != NULL && (uintptr_t)p - last->start < span_bytes(last))
+        return (span_t *)last;
+    span_t *s = span_of(p);
     if (unlikely(s == NULL || s->kind != SPAN_SLAB))
         dpm_misuse("free", p, "invalid pointer or double free");
-    *last = s;
     return s;
 }
 
 void bin_flush(void **objs, unsigned n)
 {
-    span_t *last = NULL;
     while (n > 0) {
         bin_t *bin = checked_slab_of(objs[0])->bin;
         unsigned left = 0;
+        span_t *last = NULL;
         mutex_lock(&bin->lock);
         for (unsigned i = 0; i < n; i++) {
-            span_t *s = flushed_slab_of(objs[i], &last);
+            span_t *s = flushed_slab_of(objs[i], last);
             if (s->bin == bin)
-                slab_put(bin, s, objs[i]);
+                last = slab_put(bin, s, objs[i]) ? NULL : s;
             else
                 objs[left++] = objs[i];
         }
