@@ -20,8 +20,11 @@
 void *alloc_slow(size_t size) DPM_NOINLINE;
 /* The pop reached the bin's low-water mark: note a new minimum and pop,
  * or, if the bin is empty, take the slow path. */
-void *alloc_at_low_water(tc_bin_t *b, size_t size) DPM_NOINLINE;
+void *alloc_at_low_water(size_t size, tc_bin_t *b) DPM_NOINLINE;
 void free_slow(void *p, const char *call) DPM_NOINLINE;
+/* p is outside the thread's cached page-map leaf: caches p's leaf (if the
+ * thread has a cache and p's leaf exists) and frees p. */
+void free_leaf_miss(void *p, const char *call) DPM_NOINLINE;
 void *calloc_impl(size_t n, size_t size);
 void *realloc_impl(void *p, size_t size, const char *call);
 /* (p + offset) % align == 0; align a power of two (checked by callers). */
@@ -33,7 +36,9 @@ void free_sized_impl(void *p, size_t size, const char *call);
 DPM_INLINE void *alloc_fast(size_t size)
 {
     unsigned c;
-    if (likely(size <= SC_LOOKUP_MAX))
+    if (likely(size <= SC_BYTE_LOOKUP_MAX))
+        c = sc_lookup_byte[size];
+    else if (size <= SC_LOOKUP_MAX)
         c = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM];
     else if (size <= TC_FAST_MAX)
         c = sc_compute(size);
@@ -48,24 +53,37 @@ DPM_INLINE void *alloc_fast(size_t size)
 #endif
         return *h;
     }
-    return alloc_at_low_water(b, size);
+    return alloc_at_low_water(size, b);
 }
 
 /* Rejected here, and re-examined in free_slow: foreign pointers (no span),
  * interior pointers (not a block start), blocks that sit free in their slab
  * (never handed out, or freed twice and flushed), and the block just freed
- * into this cache (the common double free). */
+ * into this cache (the common double free).
+ *
+ * The bin comes from the page-map entry's tag (radix.h), so the chain of
+ * dependent loads from p to the push is: entry (through the cached leaf),
+ * bin head. The span's loads only feed the checks' branches. Tag 0
+ * (foreign pointer, or a block no cache takes) selects the dummy bin,
+ * which is always full: the span is only read once the tag says there is
+ * one. */
 DPM_INLINE void free_fast(void *p, const char *call)
 {
-    span_t *s = span_of(p);
-    if (likely(s != NULL)) {
-        uint64_t idx = span_block_index(s, (uintptr_t)p);
-        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx))) {
-            tc_bin_t *b = &tls_tcache->bins[s->tcache_class];
-            if (likely(!tc_bin_full(b)) && likely(*b->head != p)) {
-                tc_bin_push(b, p);
-                return;
-            }
+    tcache_t *tc = tls_tcache;
+    uintptr_t a = (uintptr_t)p;
+    if (unlikely(a >> TC_LEAF_SHIFT != tc->leaf_key)) {
+        free_leaf_miss(p, call);
+        return;
+    }
+    uintptr_t e = __atomic_load_n((const uintptr_t *)(tc->leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)),
+                                  __ATOMIC_RELAXED);
+    tc_bin_t *b = tc_bin_of_tag(tc, e & RADIX_TAG_MASK);
+    if (likely(!tc_bin_full(b))) {
+        const span_t *s = (const span_t *)(e & ~RADIX_TAG_MASK);
+        uint64_t idx = span_block_index(s, a);
+        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(*b->head != p)) {
+            tc_bin_push(b, p);
+            return;
         }
     }
     free_slow(p, call);

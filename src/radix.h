@@ -1,10 +1,15 @@
 /*
  * radix.h - the page map: for every 4 KiB page of the 48-bit address
  * space, the span covering it (or NULL). Two levels: a root of 2^19 entries
- * (one per 512 MiB), and leaves of 2^17 span pointers made on demand. A
- * lookup is two dependent loads and no branch, and answers "is this
- * pointer ours at all?", which is how frees of foreign pointers are caught
- * before anything is touched.
+ * (one per 512 MiB), and leaves of 2^17 entries made on demand. A lookup
+ * is two dependent loads and no branch, and answers "is this pointer ours
+ * at all?", which is how frees of foreign pointers are caught before
+ * anything is touched.
+ *
+ * An entry is a span pointer (spans are RADIX_TAG_MASK + 1 aligned) whose
+ * low 8 bits carry a tag, the span's thread-cache bin (see span_entry): the
+ * free fast path finds its bin from the entry alone, without waiting for a
+ * load of the span. An empty entry is 0: no span, tag 0.
  *
  * Root entries are stored as offsets from an all-zero "empty leaf", so a
  * missing leaf (the state of .bss) reads as a leaf of NULL spans: no NULL
@@ -27,30 +32,36 @@
 #define RADIX_LEAF_LEN ((size_t)1 << RADIX_LG_LEAF)
 #define RADIX_ROOT_LEN ((size_t)1 << RADIX_LG_ROOT)
 
+#define RADIX_TAG_MASK ((uintptr_t)0xff)
+
 struct span;
 /* One object, so that the fast path needs one address for both arrays. */
 typedef struct radix_map {
     uintptr_t root[RADIX_ROOT_LEN];
-    struct span *empty_leaf[RADIX_LEAF_LEN];
+    uintptr_t empty_leaf[RADIX_LEAF_LEN];
 } radix_map_t;
 extern radix_map_t radix;
 
-/* The page-map slot of addr's page. Writers only use it for ranges that
- * radix_cover made leaves for. */
-DPM_INLINE struct span **radix_slot(uintptr_t addr)
+/* The leaf holding addr's entry (the empty leaf if none was made). */
+DPM_INLINE uintptr_t *radix_leaf(uintptr_t addr)
 {
-    uintptr_t leaf = (uintptr_t)radix.empty_leaf +
-                     __atomic_load_n(&radix.root[(addr >> (LG_PAGE + RADIX_LG_LEAF)) & (RADIX_ROOT_LEN - 1)],
-                                     __ATOMIC_ACQUIRE);
-    return &((struct span **)leaf)[(addr >> LG_PAGE) & (RADIX_LEAF_LEN - 1)];
+    return (uintptr_t *)((uintptr_t)radix.empty_leaf +
+                         __atomic_load_n(&radix.root[(addr >> (LG_PAGE + RADIX_LG_LEAF)) & (RADIX_ROOT_LEN - 1)],
+                                         __ATOMIC_ACQUIRE));
 }
 
-/* The span covering the page of addr, or NULL. Entries are read and
- * written with relaxed atomics: a range one arena unmapped may be mapped
- * again by another, and the kernel's ordering of the two is invisible to
- * the C memory model. They compile to plain moves. */
-DPM_INLINE struct span *radix_span(uintptr_t addr) { return __atomic_load_n(radix_slot(addr), __ATOMIC_RELAXED); }
-DPM_INLINE void radix_set(uintptr_t addr, struct span *s) { __atomic_store_n(radix_slot(addr), s, __ATOMIC_RELAXED); }
+/* The page-map slot of addr's page. Writers only use it for ranges that
+ * radix_cover made leaves for. */
+DPM_INLINE uintptr_t *radix_slot(uintptr_t addr) { return &radix_leaf(addr)[(addr >> LG_PAGE) & (RADIX_LEAF_LEN - 1)]; }
+
+/* Entries are read and written with relaxed atomics: a range one arena
+ * unmapped may be mapped again by another, and the kernel's ordering of
+ * the two is invisible to the C memory model. They compile to plain
+ * moves. An entry is written in one store, so span and tag always agree. */
+DPM_INLINE uintptr_t radix_entry(uintptr_t addr) { return __atomic_load_n(radix_slot(addr), __ATOMIC_RELAXED); }
+DPM_INLINE void radix_set(uintptr_t addr, uintptr_t entry) { __atomic_store_n(radix_slot(addr), entry, __ATOMIC_RELAXED); }
+/* The span covering the page of addr, or NULL. */
+DPM_INLINE struct span *radix_span(uintptr_t addr) { return (struct span *)(radix_entry(addr) & ~RADIX_TAG_MASK); }
 
 /* Makes leaves for [base, base+size). The caller serialises writers.
  * False if a leaf could not be allocated or the range is beyond 2^48. */

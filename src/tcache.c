@@ -12,7 +12,8 @@
 __thread tcache_t *tls_tcache = &tcache_empty;
 __thread uint8_t tls_state;
 __thread arena_t *tls_arena;
-tcache_t tcache_empty;
+/* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
+tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
 
 static dpm_mutex_t tcaches_lock = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
@@ -112,6 +113,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
     tc->samples = (slow_samples_t){0};
+    tc->leaf_key = TC_NO_LEAF;
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
     tc->arena = arena;

@@ -17,8 +17,10 @@
 #include "arena.h"
 
 /* Indexed by a span's tcache_class, which is TC_NONE (255) for blocks no
- * cache takes: bin 255 is always empty and full, so the free fast path
- * needs no separate test for it. */
+ * cache takes: bin 255 is always empty and full. The free fast path
+ * indexes the bins by page-map tag instead (tc_bin_of_tag), which is
+ * tcache_class + 1, and 0 for TC_NONE and foreign pointers: the bin just
+ * before bins[0] ("none") is always empty and full too. */
 #define TC_NBINS 256
 #define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
 #define TC_GC_EVERY 64          /* slow-path events between trims */
@@ -60,7 +62,16 @@ typedef struct phased_stash {
 } phased_stash_t;
 
 typedef struct tcache {
+    tc_bin_t none;              /* tag 0: all zero, so empty and full */
     tc_bin_t bins[TC_NBINS];
+    /* The page-map leaf of the last free: the leaf covering the 512 MiB
+     * of addresses p with p >> 29 == leaf_key, stored as leaf_base, the
+     * leaf minus leaf_key's first entry index, so that the entry of p is
+     * leaf_base[p >> LG_PAGE]. It takes the root load off the free fast
+     * path's dependency chain. UINTPTR_MAX matches no pointer: the value
+     * in tcache_empty and in a cache without a leaf yet. */
+    uintptr_t leaf_key;
+    uintptr_t leaf_base;
     arena_t *arena;
     bool manual_slots;          /* slots of the manual bins are allocated */
     unsigned stash_next;        /* round-robin victim among the stashes */
@@ -72,6 +83,17 @@ typedef struct tcache {
     tc_bin_stats_t stats[TC_MAX_CLASSES];
     slow_samples_t samples;
 } CACHE_ALIGNED tcache_t;
+
+/* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
+ * otherwise, with one scaled add. */
+_Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
+DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
+{
+    return (tc_bin_t *)((char *)tc + offsetof(tcache_t, none) + tag * sizeof(tc_bin_t));
+}
+
+#define TC_LEAF_SHIFT (LG_PAGE + RADIX_LG_LEAF)
+#define TC_NO_LEAF UINTPTR_MAX
 
 DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
 DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p) { *--b->head = p; }
