@@ -47,11 +47,13 @@ DPM_INLINE void *alloc_fast(size_t size)
     tc_bin_t *b = &tls_tcache->bins[c];
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
+        void *p = b->hot;
         b->head = h + 1;
+        b->hot = h[1];
 #if DPM_STATS
         b->nrequests++;
 #endif
-        return *h;
+        return p;
     }
     return alloc_at_low_water(size, b);
 }
@@ -81,7 +83,7 @@ DPM_INLINE void free_fast(void *p, const char *call)
     if (likely(!tc_bin_full(b))) {
         const span_t *s = (const span_t *)(e & ~RADIX_TAG_MASK);
         uint64_t idx = span_block_index(s, a);
-        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(*b->head != p)) {
+        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(b->hot != p)) {
             tc_bin_push(b, p);
             return;
         }

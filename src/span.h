@@ -33,7 +33,7 @@ typedef struct __attribute__((aligned(RADIX_TAG_MASK + 1))) span {
     /* Read by the free fast path; fixed while any block of the span lives. */
     uintptr_t base;          /* slab: first object; large: the user pointer */
     uint64_t div_inv;        /* (p - base) -> object index, see span_index_of */
-    uint32_t last_index;     /* slab: objects - 1; large: 0 */
+    uint64_t last_index;     /* slab: objects - 1; large: 0 (64 bits: compared in place) */
     uint8_t div_shift;
     uint8_t tcache_class;    /* class whose thread-cache bin takes the block; set before
                                 the span is mapped, or by ph_set_tcache_class, which re-tags
@@ -109,7 +109,8 @@ DPM_INLINE uint64_t span_block_index(const span_t *s, uintptr_t p)
  * read by design: it is only a misuse check, re-done under the bin lock. */
 DPM_INLINE bool span_block_is_free(const span_t *s, uint64_t idx)
 {
-    return (__atomic_load_n(&s->free_bits[idx / 64], __ATOMIC_RELAXED) >> (idx % 64)) & 1;
+    const uint64_t *w = s->free_bits + idx / 64;
+    return (__atomic_load_n(w, __ATOMIC_RELAXED) >> (idx % 64)) & 1;
 }
 
 DPM_INLINE size_t span_index_of(const span_t *s, uintptr_t p)

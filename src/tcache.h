@@ -27,15 +27,21 @@
 
 /* A bin's blocks sit in [head, top); pop is *head++, push is *--head.
  * Three marks are compared by their low 16 bits only (a bin spans less
- * than 64 KiB): low water (pops reaching it note a new minimum), empty
- * (head == top) and full (head == top - ncached_max). */
+ * than 64 KiB, so top itself is head plus the low 16 bits' distance):
+ * low water (pops reaching it note a new minimum), empty (head == top)
+ * and full (head == top - ncached_max).
+ *
+ * hot mirrors *head, the block the next pop returns: a pop hands out hot,
+ * which the last push stored at a fixed address, so a malloc right after
+ * a free waits for the free's bin (store forwarding) but not for the
+ * free's load of head. */
 typedef struct tc_bin {
     void **head;
+    void *hot;                   /* == *head (NULL when empty: *top is NULL) */
     uint16_t low_lo;
     uint16_t top_lo;
     uint16_t full_lo;
     uint16_t ncached_max;
-    void **top;
     uint64_t nrequests;          /* allocations asked of this bin */
 } tc_bin_t;
 
@@ -96,19 +102,38 @@ DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 #define TC_NO_LEAF UINTPTR_MAX
 
 DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
-DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p) { *--b->head = p; }
-DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b) { return b->top == NULL ? 0 : (unsigned)(b->top - b->head); }
+DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
+{
+    *--b->head = p;
+    b->hot = p;
+}
+
+/* Every move of head other than push goes through here. */
+DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
+{
+    b->head = h;
+    b->hot = *h;
+}
+/* Bins without slots have head NULL and marks 0: count 0, top NULL. */
+DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b)
+{
+    return (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)b->head) / sizeof(void *);
+}
+DPM_INLINE void **tc_bin_top(const tc_bin_t *b)
+{
+    return (void **)((uintptr_t)b->head + (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)b->head));
+}
 
 /* Pop, noting a new low water if this pop makes one. NULL when empty. */
 DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
 {
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
-        b->head = h + 1;
+        tc_bin_set_head(b, h + 1);
         return *h;
     }
     if (likely((uint16_t)(uintptr_t)h != b->top_lo)) {
-        b->head = h + 1;
+        tc_bin_set_head(b, h + 1);
         b->low_lo = (uint16_t)(uintptr_t)(h + 1);
         return *h;
     }

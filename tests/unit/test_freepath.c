@@ -4,7 +4,9 @@
  * cached and uncached large blocks, a large block grown in place), and
  * the thread's cached page-map leaf following frees across 512 MiB
  * regions, with frees still landing in their bin and an immediate double
- * free still caught right after a leaf switch (in a child process).
+ * free still caught right after a leaf switch (in a child process); and
+ * the bin's hot block mirroring *head through pushes, pops, flushes and
+ * refills.
  */
 #include "alloc.h"
 #include "dpmalloc.h"
@@ -123,9 +125,22 @@ static void test_leaf_switch(void)
     EXPECT_EQ_U(tc->leaf_key, leaf_of(b));
     EXPECT_EQ_U(tc_bin_count(bin), before + 2);
     EXPECT_TRUE(bin->head[0] == b && bin->head[1] == a, "the frees did not land in their bin");
+    EXPECT_TRUE(bin->hot == b, "hot is not the block just freed");
+    EXPECT_TRUE(dpm_malloc(64) == b && dpm_malloc(64) == a, "pops are not last in, first out");
+    /* through flushes (bin full), refills (empty) and trims */
+    for (size_t i = 1; i + 1 < nblocks; i++) {
+        dpm_free(blocks[i]);
+        if (i % 1000 == 0)
+            EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head after %zu frees", i);
+    }
+    for (size_t i = 1; i + 1 < nblocks; i++) {
+        blocks[i] = dpm_malloc(64);
+        if (i % 1000 == 0)
+            EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head after %zu mallocs", i);
+    }
     for (size_t i = 1; i + 1 < nblocks; i++)
         dpm_free(blocks[i]);
-    EXPECT_TRUE(dpm_malloc(64) != NULL, "malloc after the frees");
+    EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head");
 }
 
 int main(void)
