@@ -35,16 +35,16 @@ void free_sized_impl(void *p, size_t size, const char *call);
 
 DPM_INLINE void *alloc_fast(size_t size)
 {
-    unsigned c;
+    size_t off;   /* of the class's bin in tcache_t.bins */
     if (likely(size <= SC_BYTE_LOOKUP_MAX))
-        c = sc_lookup_byte[size];
+        off = sc_lookup_byte[size];
     else if (size <= SC_LOOKUP_MAX)
-        c = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM];
+        off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
     else if (size <= TC_FAST_MAX)
-        c = sc_compute(size);
+        off = sc_compute(size) * sizeof(tc_bin_t);
     else
         return alloc_slow(size);
-    tc_bin_t *b = &tls_tcache->bins[c];
+    tc_bin_t *b = (tc_bin_t *)((char *)tls_tcache->bins + off);
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         void *p = b->hot;

@@ -7,7 +7,7 @@
 
 sc_info_t sc_table[NCLASSES];
 uint8_t sc_lookup[SC_LOOKUP_MAX / QUANTUM + 1];
-uint8_t sc_lookup_byte[SC_BYTE_LOOKUP_MAX + 1];
+uint16_t sc_lookup_byte[SC_BYTE_LOOKUP_MAX + 1];
 
 size_t sc_formula_size(unsigned c)
 {
@@ -85,7 +85,7 @@ static void fill_lookup(void)
     for (size_t size = 0; size <= SC_BYTE_LOOKUP_MAX; size++) {
         while (sc_formula_size(c) < size)
             c++;
-        __atomic_store_n(&sc_lookup_byte[size], (uint8_t)c, __ATOMIC_RELEASE);
+        __atomic_store_n(&sc_lookup_byte[size], (uint16_t)(c << SC_BYTE_LOOKUP_LG_SCALE), __ATOMIC_RELEASE);
     }
     c = 0;
     for (size_t i = 0; i <= SC_LOOKUP_MAX / QUANTUM; i++) {

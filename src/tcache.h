@@ -92,6 +92,7 @@ typedef struct tcache {
 
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
  * otherwise, with one scaled add. */
+_Static_assert(sizeof(tc_bin_t) == SC_BYTE_LOOKUP_SCALE, "sc_lookup_byte holds bin offsets");
 _Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
 DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 {
