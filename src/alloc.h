@@ -83,9 +83,9 @@ DPM_INLINE void free_fast(void *p, const char *call)
     }
     uintptr_t e = __atomic_load_n((const uintptr_t *)(tc->leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)),
                                   __ATOMIC_RELAXED);
-    tc_bin_t *b = tc_bin_of_tag(tc, e & RADIX_TAG_MASK);
+    tc_bin_t *b = tc_bin_of_tag(tc, radix_entry_tag(e));
     if (likely(!tc_bin_full(b))) {
-        const span_t *s = (const span_t *)(e & ~RADIX_TAG_MASK);
+        const span_t *s = radix_entry_span(e);
         uint64_t idx = span_block_index(s, a);
         if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(b->hot != p)) {
             tc_bin_push(b, p);

@@ -58,11 +58,7 @@ void pool_init(pool_t *p, size_t obj_size)
 void *pool_get(pool_t *p)
 {
     if (p->free_list == NULL) {
-        /* Objects as aligned as their size's power-of-two part allows (up
-         * to a page): span descriptors rely on it (their page-map tags). */
-        size_t align = p->obj_size & -p->obj_size;
-        align = align < CACHELINE ? CACHELINE : align > PAGE ? PAGE : align;
-        char *batch = base_alloc(p->obj_size * POOL_BATCH, align);
+        char *batch = base_alloc(p->obj_size * POOL_BATCH, CACHELINE);
         if (batch == NULL)
             return NULL;
         for (size_t i = POOL_BATCH; i-- > 0;) {

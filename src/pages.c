@@ -535,7 +535,7 @@ static bool check_span_mapping(const segment_t *seg, const span_t *s)
     for (size_t i = 0; i < s->npages; i++) {
         uintptr_t e = radix_entry(s->start + (i << LG_PAGE));
         bool end_page = i == 0 || i + 1 == s->npages;
-        if (s->kind == SPAN_SLAB || end_page ? (const span_t *)(e & ~RADIX_TAG_MASK) != s : e != 0)
+        if (s->kind == SPAN_SLAB || end_page ? radix_entry_span(e) != s : e != 0)
             return check_fail("page map entry breaks the mapping rule");
         if (e != 0 && e != span_entry(s))
             return check_fail("page map tag differs from the span's tcache_class");

@@ -6,10 +6,14 @@
  * at all?", which is how frees of foreign pointers are caught before
  * anything is touched.
  *
- * An entry is a span pointer (spans are RADIX_TAG_MASK + 1 aligned) whose
- * low 8 bits carry a tag, the span's thread-cache bin (see span_entry): the
- * free fast path finds its bin from the entry alone, without waiting for a
- * load of the span. An empty entry is 0: no span, tag 0.
+ * An entry is a span pointer shifted left by 8 bits, whose low 8 bits carry
+ * a tag, the span's thread-cache bin (see span_entry): the free fast path
+ * finds its bin from the entry alone, without waiting for a load of the
+ * span. An empty entry is 0: no span, tag 0. (Span descriptors come from
+ * mmap'd metadata below 2^47, so the shift loses nothing; a tag in the low
+ * bits of an aligned pointer instead would need 256-byte-aligned
+ * descriptors, and their hot fields would then crowd a quarter of the L1
+ * sets.)
  *
  * Root entries are stored as offsets from an all-zero "empty leaf", so a
  * missing leaf (the state of .bss) reads as a leaf of NULL spans: no NULL
@@ -32,7 +36,8 @@
 #define RADIX_LEAF_LEN ((size_t)1 << RADIX_LG_LEAF)
 #define RADIX_ROOT_LEN ((size_t)1 << RADIX_LG_ROOT)
 
-#define RADIX_TAG_MASK ((uintptr_t)0xff)
+#define RADIX_TAG_BITS 8
+#define RADIX_TAG_MASK (((uintptr_t)1 << RADIX_TAG_BITS) - 1)
 
 struct span;
 /* One object, so that the fast path needs one address for both arrays. */
@@ -60,8 +65,10 @@ DPM_INLINE uintptr_t *radix_slot(uintptr_t addr) { return &radix_leaf(addr)[(add
  * moves. An entry is written in one store, so span and tag always agree. */
 DPM_INLINE uintptr_t radix_entry(uintptr_t addr) { return __atomic_load_n(radix_slot(addr), __ATOMIC_RELAXED); }
 DPM_INLINE void radix_set(uintptr_t addr, uintptr_t entry) { __atomic_store_n(radix_slot(addr), entry, __ATOMIC_RELAXED); }
+DPM_INLINE struct span *radix_entry_span(uintptr_t entry) { return (struct span *)(entry >> RADIX_TAG_BITS); }
+DPM_INLINE unsigned radix_entry_tag(uintptr_t entry) { return (unsigned)(entry & RADIX_TAG_MASK); }
 /* The span covering the page of addr, or NULL. */
-DPM_INLINE struct span *radix_span(uintptr_t addr) { return (struct span *)(radix_entry(addr) & ~RADIX_TAG_MASK); }
+DPM_INLINE struct span *radix_span(uintptr_t addr) { return radix_entry_span(radix_entry(addr)); }
 
 /* Makes leaves for [base, base+size). The caller serialises writers.
  * False if a leaf could not be allocated or the range is beyond 2^48. */

@@ -28,8 +28,7 @@ struct arena;
 struct bin;
 struct segment;
 
-/* Aligned so that page-map entries have room for their tag (radix.h). */
-typedef struct __attribute__((aligned(RADIX_TAG_MASK + 1))) span {
+typedef struct span {
     /* Read by the free fast path; fixed while any block of the span lives. */
     uintptr_t base;          /* slab: first object; large: the user pointer */
     uint64_t div_inv;        /* (p - base) -> object index, see span_index_of */
@@ -85,7 +84,8 @@ DPM_INLINE unsigned tc_tag_of_class(unsigned tcache_class) { return (tcache_clas
 /* The page-map entry of span s (NULL: no span). */
 DPM_INLINE uintptr_t span_entry(const span_t *s)
 {
-    return s == NULL ? 0 : (uintptr_t)s | tc_tag_of_class(s->tcache_class);
+    dpm_assert((uintptr_t)s >> (64 - RADIX_TAG_BITS) == 0);
+    return s == NULL ? 0 : (uintptr_t)s << RADIX_TAG_BITS | tc_tag_of_class(s->tcache_class);
 }
 
 DPM_INLINE uint64_t rotate_right(uint64_t x, unsigned n) { return (x >> n) | (x << ((-n) & 63)); }

@@ -40,18 +40,18 @@ static void test_tags(void)
 {
     void *small = dpm_malloc(64);
     expect_tagged_pages(small, "64-byte block");
-    EXPECT_TRUE((radix_entry((uintptr_t)small) & RADIX_TAG_MASK) == tc_tag_of_class(sc_of_size(64)),
+    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)small)) == tc_tag_of_class(sc_of_size(64)),
                 "a 64-byte block's tag is not its class's");
     void *cached = dpm_malloc(20 << 10);   /* a class-rounded large block: cached */
     expect_tagged_pages(cached, "cached large block");
     EXPECT_TRUE(span_of(cached)->tcache_class != TC_NONE, "a 20 KiB block is not cached");
     void *big = dpm_malloc(4 << 20);       /* above tcache_max: tag 0 */
     expect_tagged_pages(big, "uncached large block");
-    EXPECT_TRUE((radix_entry((uintptr_t)big) & RADIX_TAG_MASK) == 0, "an uncached block has a tag");
+    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)big)) == 0, "an uncached block has a tag");
     void *grown = dpm_realloc(cached, 300 << 10);
     if (grown == cached) {   /* grown in place: no longer its class's size, no longer cached */
         expect_tagged_pages(grown, "large block grown in place");
-        EXPECT_TRUE((radix_entry((uintptr_t)grown) & RADIX_TAG_MASK) == 0, "a grown block keeps its tag");
+        EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)grown)) == 0, "a grown block keeps its tag");
     }
     dpm_free(small);
     dpm_free(grown);

@@ -49,7 +49,7 @@ static void check_new_span(span_t *s, const page_request_t *r, bool zeroed, int 
                 r->align, r->phase);
     EXPECT_TRUE(span_of((void *)s->start) == s, "address map misses a new span");
     EXPECT_TRUE(span_of((void *)(span_end(s) - 1)) == s, "address map misses a new span's last page");
-    EXPECT_TRUE(radix_entry(s->start) == span_entry(s) && (radix_entry(s->start) & RADIX_TAG_MASK) == 0,
+    EXPECT_TRUE(radix_entry(s->start) == span_entry(s) && radix_entry_tag(radix_entry(s->start)) == 0,
                 "a new span's page-map tag is not that of TC_NONE");
     for (int i = 0; i < NLIVE; i++)
         if (i != slot && live[i] != NULL)
