@@ -1,6 +1,6 @@
 /*
- * radix.c - leaves of the page map (see radix.h). Leaves (1 MiB of address
- * space for 512 MiB covered; only the pages holding entries in use become
+ * radix.c - leaves of the page map (see radix.h). Leaves (8 MiB of address
+ * space for 4 GiB covered; only the pages holding entries in use become
  * resident) are mapped from the OS on first use and never freed, which
  * makes lookups race-free without any reclamation scheme.
  */

@@ -1,7 +1,7 @@
 /*
  * radix.h - the page map: for every 4 KiB page of the 48-bit address
- * space, the span covering it (or NULL). Two levels: a root of 2^19 entries
- * (one per 512 MiB), and leaves of 2^17 entries made on demand. A lookup
+ * space, the span covering it (or NULL). Two levels: a root of 2^16 entries
+ * (one per 4 GiB), and leaves of 2^20 entries made on demand. A lookup
  * is two dependent loads and no branch, and answers "is this pointer ours
  * at all?", which is how frees of foreign pointers are caught before
  * anything is touched.
@@ -31,7 +31,7 @@
 #define LG_SEG_UNIT 22
 #define SEG_UNIT ((size_t)1 << LG_SEG_UNIT)   /* segments are multiples of this */
 #define RADIX_LG_VA 48
-#define RADIX_LG_LEAF 17
+#define RADIX_LG_LEAF 20   /* 4 GiB per leaf: a heap rarely spans two (see tcache_t.leaf_key) */
 #define RADIX_LG_ROOT (RADIX_LG_VA - LG_PAGE - RADIX_LG_LEAF)
 #define RADIX_LEAF_LEN ((size_t)1 << RADIX_LG_LEAF)
 #define RADIX_ROOT_LEN ((size_t)1 << RADIX_LG_ROOT)

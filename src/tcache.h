@@ -70,12 +70,14 @@ typedef struct phased_stash {
 typedef struct tcache {
     tc_bin_t none;              /* tag 0: all zero, so empty and full */
     tc_bin_t bins[TC_NBINS];
-    /* The page-map leaf of the last free: the leaf covering the 512 MiB
-     * of addresses p with p >> 29 == leaf_key, stored as leaf_base, the
-     * leaf minus leaf_key's first entry index, so that the entry of p is
-     * leaf_base[p >> LG_PAGE]. It takes the root load off the free fast
-     * path's dependency chain. UINTPTR_MAX matches no pointer: the value
-     * in tcache_empty and in a cache without a leaf yet. */
+    /* The page-map leaf of the last free: the leaf covering the 4 GiB of
+     * addresses p with p >> TC_LEAF_SHIFT == leaf_key, stored as
+     * leaf_base, the leaf minus leaf_key's first entry index, so that the
+     * entry of p is leaf_base[p >> LG_PAGE]. It takes the root load off
+     * the free fast path's dependency chain; frees that alternate between
+     * two leaves pay a mispredicted branch and free_leaf_miss each, which
+     * is why leaves are that large. UINTPTR_MAX matches no pointer: the
+     * value in tcache_empty and in a cache without a leaf yet. */
     uintptr_t leaf_key;
     uintptr_t leaf_base;
     arena_t *arena;

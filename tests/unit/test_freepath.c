@@ -2,7 +2,7 @@
  * test_freepath.c - what the free fast path (alloc.h) relies on: page-map
  * entries tagged with their span's tcache_class (slabs on every page,
  * cached and uncached large blocks, a large block grown in place), and
- * the thread's cached page-map leaf following frees across 512 MiB
+ * the thread's cached page-map leaf following frees across 4 GiB
  * regions, with frees still landing in their bin and an immediate double
  * free still caught right after a leaf switch (in a child process); and
  * the bin's hot block mirroring *head through pushes, pops, flushes and
@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #define MAX_BLOCKS 400000
+/* Address space reserved (not committed) below the heap: more than a leaf */
+#define HOG (((size_t)1 << (LG_PAGE + RADIX_LG_LEAF)) + ((size_t)1 << 30))
 
 static void expect_tagged_pages(void *p, const char *what)
 {
@@ -66,7 +68,7 @@ static size_t nblocks;
  * the layout did not give any. */
 static bool blocks_in_two_leaves(void **a, void **b)
 {
-    void *hog = mmap(NULL, (size_t)1 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *hog = mmap(NULL, HOG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     blocks = mmap(NULL, MAX_BLOCKS * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     EXPECT_TRUE(blocks != MAP_FAILED, "mmap");
     if (blocks == MAP_FAILED)
@@ -80,7 +82,7 @@ static bool blocks_in_two_leaves(void **a, void **b)
     *a = blocks[0];
     *b = blocks[nblocks - 1];
     if (hog != MAP_FAILED)
-        munmap(hog, (size_t)1 << 30);
+        munmap(hog, HOG);
     return found;
 }
 
