@@ -67,9 +67,11 @@ DPM_INLINE void *alloc_fast(size_t size)
  * (never handed out, or freed twice and flushed), and the block just freed
  * into this cache (the common double free).
  *
- * The bin comes from the page-map entry's tag (radix.h), so the chain of
- * dependent loads from p to the push is: entry (through the cached leaf),
- * bin head. The span's loads only feed the checks' branches. Tag 0
+ * The bin comes from the page-map entry's tag (radix.h), so the only
+ * dependent load from p to the push's address is the entry (through the
+ * cached leaf), and a malloc that follows gets p back from the bin's hot
+ * field by store forwarding. The span's loads only feed the checks'
+ * branches. Tag 0
  * (foreign pointer, or a block no cache takes) selects the dummy bin,
  * which is always full: the span is only read once the tag says there is
  * one. */

@@ -111,7 +111,8 @@ DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
     b->hot = p;
 }
 
-/* Every move of head other than push goes through here. */
+/* Every move of head other than push goes through here (alloc_fast
+ * inlines it: its h[1] is the new *head). */
 DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
 {
     b->head = h;
