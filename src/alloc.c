@@ -90,7 +90,7 @@ static void *alloc_slow_body(size_t size)
     return alloc_uncached(thread_arena(), c, size, opt.zero);
 }
 
-void *alloc_at_low_water(tc_bin_t *b, size_t size)
+void *alloc_at_low_water(size_t size, tc_bin_t *b)
 {
     void *p = tc_bin_pop(b);
     if (p == NULL)
@@ -169,6 +169,26 @@ void free_slow(void *p, const char *call)
     uint64_t t0 = cpu_cycles();
     free_slow_body(p, s);
     sample_record(false, t0);
+}
+
+void free_leaf_miss(void *p, const char *call)
+{
+    tcache_t *tc = tls_tcache;
+    uintptr_t a = (uintptr_t)p;
+    const uintptr_t *leaf = radix_leaf(a);
+    /* An empty leaf is not cached: one may be made for it later. */
+    if (tc == &tcache_empty || leaf == radix.empty_leaf) {
+        free_slow(p, call);
+        return;
+    }
+    /* Key last, so that a signal handler's free between the stores sees
+     * a miss rather than a key with another leaf. */
+    tc->leaf_key = TC_NO_LEAF;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    tc->leaf_base = (uintptr_t)leaf - ((a >> TC_LEAF_SHIFT) << RADIX_LG_LEAF) * sizeof(uintptr_t);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    tc->leaf_key = a >> TC_LEAF_SHIFT;
+    free_fast(p, call);
 }
 
 void *calloc_impl(size_t n, size_t size)

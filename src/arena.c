@@ -345,7 +345,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->usable = usable;
     s->requested = req->size;
     s->size_class = c;
-    s->tcache_class = class_rounded && !req->no_tcache ? arena_cache_class(a, c) : TC_NONE;
+    ph_set_tcache_class(s, class_rounded && !req->no_tcache ? arena_cache_class(a, c) : TC_NONE);
     s->type_id = req->type_id;
     type_count_alloc(req->type_id, usable);
     large_stats_t *ls = &a->large[c - NSMALL];
@@ -396,7 +396,7 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
         /* No longer its class's size; and a block that grew is better back
          * in the page heap than in a cache, where it would hem in the next
          * block that wants to grow. */
-        s->tcache_class = TC_NONE;
+        ph_set_tcache_class(s, TC_NONE);
         arena_tick(a);
     }
     mutex_unlock(&a->lock);

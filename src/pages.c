@@ -35,7 +35,7 @@ static void map_page(segment_t *seg, uintptr_t addr, span_t *s)
 {
     (void)seg;
     dpm_assert(radix_covered(addr));
-    radix_set(addr, s);
+    radix_set(addr, span_entry(s));
 }
 
 static void map_ends(span_t *s)
@@ -48,6 +48,15 @@ void ph_map_all_pages(span_t *s)
 {
     for (size_t i = 0; i < s->npages; i++)
         map_page(s->seg, s->start + (i << LG_PAGE), s);
+}
+
+void ph_set_tcache_class(span_t *s, uint8_t tcache_class)
+{
+    s->tcache_class = tcache_class;
+    if (s->kind == SPAN_SLAB)
+        ph_map_all_pages(s);
+    else
+        map_ends(s);
 }
 
 void ph_unmap_inner_pages(span_t *s)
@@ -551,10 +560,12 @@ static bool check_span_mapping(const segment_t *seg, const span_t *s)
 {
     (void)seg;
     for (size_t i = 0; i < s->npages; i++) {
-        const span_t *e = radix_span(s->start + (i << LG_PAGE));
+        uintptr_t e = radix_entry(s->start + (i << LG_PAGE));
         bool end_page = i == 0 || i + 1 == s->npages;
-        if (s->kind == SPAN_SLAB || end_page ? e != s : e != NULL)
+        if (s->kind == SPAN_SLAB || end_page ? radix_entry_span(e) != s : e != 0)
             return check_fail("page map entry breaks the mapping rule");
+        if (e != 0 && e != span_entry(s))
+            return check_fail("page map tag differs from the span's tcache_class");
     }
     return true;
 }

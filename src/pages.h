@@ -60,6 +60,10 @@ void ph_shrink(page_heap_t *ph, span_t *span, size_t npages, uint64_t now_ns);
  * first and last (before a slab goes back). */
 void ph_map_all_pages(span_t *span);
 void ph_unmap_inner_pages(span_t *span);
+/* Sets the tcache_class of a mapped active span and re-tags its page-map
+ * entries (span.h), under the arena lock. The only way to change the class
+ * of a span whose pages are mapped: the free fast path reads the tag. */
+void ph_set_tcache_class(span_t *span, uint8_t tcache_class);
 /* Purge free runs older than the decay times (ms; 0 = all, <0 = never).
  * Returns the number of pages purged. */
 size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms);

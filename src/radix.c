@@ -1,6 +1,6 @@
 /*
- * radix.c - leaves of the page map (see radix.h). Leaves (1 MiB of address
- * space for 512 MiB covered; only the pages holding entries in use become
+ * radix.c - leaves of the page map (see radix.h). Leaves (8 MiB of address
+ * space for 4 GiB covered; only the pages holding entries in use become
  * resident) are mapped from the OS on first use and never freed, which
  * makes lookups race-free without any reclamation scheme.
  */
@@ -25,7 +25,7 @@ bool radix_cover(uintptr_t base, size_t size)
     for (uintptr_t a = base & ~(uintptr_t)(span - 1); a < end; a += span) {
         if (radix_covered(a))
             continue;
-        void *leaf = os_map_aligned(round_up(RADIX_LEAF_LEN * sizeof(void *), PAGE), PAGE);
+        void *leaf = os_map_aligned(round_up(RADIX_LEAF_LEN * sizeof(uintptr_t), PAGE), PAGE);
         if (leaf == NULL)
             return false;
         __atomic_store_n(root_entry(a), (uintptr_t)leaf - (uintptr_t)radix.empty_leaf, __ATOMIC_RELEASE);

@@ -7,9 +7,10 @@
  * one large block. The page map (radix.h) gives each page's span.
  *
  * Page-map invariant (what makes frees of bad pointers safe to check):
- * every non-NULL entry points to the span that currently covers that page.
- * Slabs map all their pages; large blocks and free runs map their first and
- * last page only; every other entry is NULL.
+ * every non-NULL entry points to the span that currently covers that page
+ * and is tagged with that span's tcache_class (span_entry). Slabs map all
+ * their pages; large blocks and free runs map their first and last page
+ * only; every other entry is NULL.
  *
  * Owns: the layouts and the pointer -> span lookup. Touches: radix.
  */
@@ -31,9 +32,11 @@ typedef struct span {
     /* Read by the free fast path; fixed while any block of the span lives. */
     uintptr_t base;          /* slab: first object; large: the user pointer */
     uint64_t div_inv;        /* (p - base) -> object index, see span_index_of */
-    uint32_t last_index;     /* slab: objects - 1; large: 0 */
+    uint64_t last_index;     /* slab: objects - 1; large: 0 (64 bits: compared in place) */
     uint8_t div_shift;
-    uint8_t tcache_class;    /* class whose thread-cache bin takes the block */
+    uint8_t tcache_class;    /* class whose thread-cache bin takes the block; set before
+                                the span is mapped, or by ph_set_tcache_class, which re-tags
+                                its page-map entries */
     uint8_t kind;            /* enum span_kind */
     uint8_t state;           /* free runs: enum run_state */
 
@@ -75,6 +78,20 @@ typedef struct segment {
 
 DPM_INLINE span_t *span_of(const void *p) { return radix_span((uintptr_t)p); }
 
+/* The tag of a page-map entry: tcache_class + 1, so that TC_NONE wraps to
+ * 0, the tag of an empty entry. The thread cache keeps the bin of tag t at
+ * index t of its bins-by-tag view (tcache.h), where bin 0 is a dummy that
+ * is always empty and full: a free sees "full" for foreign pointers and
+ * uncached blocks alike, with no separate NULL test. */
+DPM_INLINE unsigned tc_tag_of_class(unsigned tcache_class) { return (tcache_class + 1) & RADIX_TAG_MASK; }
+
+/* The page-map entry of span s (NULL: no span). */
+DPM_INLINE uintptr_t span_entry(const span_t *s)
+{
+    dpm_assert((uintptr_t)s >> (64 - RADIX_TAG_BITS) == 0);
+    return s == NULL ? 0 : (uintptr_t)s << RADIX_TAG_BITS | tc_tag_of_class(s->tcache_class);
+}
+
 DPM_INLINE uint64_t rotate_right(uint64_t x, unsigned n) { return (x >> n) | (x << ((-n) & 63)); }
 
 /* True if p is the start of a live-or-cached block of span s: one multiply,
@@ -96,7 +113,8 @@ DPM_INLINE uint64_t span_block_index(const span_t *s, uintptr_t p)
  * read by design: it is only a misuse check, re-done under the bin lock. */
 DPM_INLINE bool span_block_is_free(const span_t *s, uint64_t idx)
 {
-    return (__atomic_load_n(&s->free_bits[idx / 64], __ATOMIC_RELAXED) >> (idx % 64)) & 1;
+    const uint64_t *w = s->free_bits + idx / 64;
+    return (__atomic_load_n(w, __ATOMIC_RELAXED) >> (idx % 64)) & 1;
 }
 
 DPM_INLINE size_t span_index_of(const span_t *s, uintptr_t p)

@@ -152,7 +152,7 @@ static void add_tcache(const tcache_t *tc, void *arg)
         for (unsigned k = 0; k < 2; k++) {
             const tc_bin_t *bin = &tc->bins[c + k * TC_MANUAL_BASE];
             void **head = __atomic_load_n(&((tc_bin_t *)bin)->head, __ATOMIC_RELAXED);
-            size_t cached = bin->top == NULL ? 0 : (size_t)(bin->top - head);
+            size_t cached = (uint16_t)(bin->top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
             o->tcache_bytes += cached * sc_size(c);
         }
     }

@@ -12,7 +12,8 @@
 __thread tcache_t *tls_tcache = &tcache_empty;
 __thread uint8_t tls_state;
 __thread arena_t *tls_arena;
-tcache_t tcache_empty;
+/* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
+tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
@@ -76,8 +77,7 @@ static uint16_t low16(void **p) { return (uint16_t)(uintptr_t)p; }
 /* An empty bin whose slots end at top, holding at most ncached_max. */
 static void bin_layout(tc_bin_t *b, void **top, unsigned ncached_max)
 {
-    b->top = top;
-    b->head = top;
+    tc_bin_set_head(b, top);
     b->ncached_max = (uint16_t)ncached_max;
     b->top_lo = b->low_lo = low16(top);
     b->full_lo = low16(top - ncached_max);
@@ -107,11 +107,12 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         tc_bin_t *b = &tc->bins[c];
         uint32_t cap = tc->stats[c].cap;
-        bin_layout(b, b->top, nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
+        bin_layout(b, tc_bin_top(b), nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
         b->nrequests = 0;
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
     tc->samples = (slow_samples_t){0};
+    tc->leaf_key = TC_NO_LEAF;
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
     tc->arena = arena;
@@ -234,11 +235,12 @@ static void flush_oldest(tcache_t *tc, unsigned bin, unsigned n)
     unsigned c = class_of_bin(bin);
     if (n == 0)
         return;
-    void **oldest = b->top - n;
+    void **top = tc_bin_top(b);
+    void **oldest = top - n;
     send_home(oldest, n, c);
     unsigned keep = (unsigned)(oldest - b->head);
-    memmove(b->top - keep, b->head, keep * sizeof(void *));
-    b->head = b->top - keep;
+    memmove(top - keep, b->head, keep * sizeof(void *));
+    tc_bin_set_head(b, top - keep);
     b->low_lo = low16(b->head);
     tc->stats[c].nflushes++;
     tc->stats[c].nflushed_objs += n;
@@ -384,7 +386,7 @@ static bool manual_bins_open(tcache_t *tc, bool open)
         return true;
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         tc_bin_t *b = &tc->bins[c + TC_MANUAL_BASE];
-        bin_layout(b, b->top, open ? nslots_for_class(c) : 0);
+        bin_layout(b, tc_bin_top(b), open ? nslots_for_class(c) : 0);
     }
     return true;
 }
@@ -401,6 +403,7 @@ static void *refill_from_manual_bin(tcache_t *tc, unsigned c)
     void *first = *own->head++;
     for (unsigned i = 1; i < k && !tc_bin_full(b); i++)
         tc_bin_push(b, *own->head++);
+    tc_bin_set_head(own, own->head);
     own->low_lo = own->top_lo;
     b->low_lo = low16(b->head);
     return first;
@@ -499,15 +502,16 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         if (sc_size(c) < size_lo || sc_size(c) > size_hi)
             continue;
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
+        void **top = tc_bin_top(&tc->bins[c]);
         if (n > tc->stats[c].cap) {
             /* Grow the bin's slots; the old ones stay with the metadata. */
             void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
             if (slots == NULL)
                 return ENOMEM;
             tc->stats[c].cap = n;
-            tc->bins[c].top = slots + n;
+            top = slots + n;
         }
-        bin_layout(&tc->bins[c], tc->bins[c].top, n);
+        bin_layout(&tc->bins[c], top, n);
     }
     return 0;
 }

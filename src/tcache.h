@@ -17,23 +17,31 @@
 #include "arena.h"
 
 /* Indexed by a span's tcache_class, which is TC_NONE (255) for blocks no
- * cache takes: bin 255 is always empty and full, so the free fast path
- * needs no separate test for it. */
+ * cache takes: bin 255 is always empty and full. The free fast path
+ * indexes the bins by page-map tag instead (tc_bin_of_tag), which is
+ * tcache_class + 1, and 0 for TC_NONE and foreign pointers: the bin just
+ * before bins[0] ("none") is always empty and full too. */
 #define TC_NBINS 256
 #define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
 #define TC_GC_EVERY 64          /* slow-path events between trims */
 
 /* A bin's blocks sit in [head, top); pop is *head++, push is *--head.
  * Three marks are compared by their low 16 bits only (a bin spans less
- * than 64 KiB): low water (pops reaching it note a new minimum), empty
- * (head == top) and full (head == top - ncached_max). */
+ * than 64 KiB, so top itself is head plus the low 16 bits' distance):
+ * low water (pops reaching it note a new minimum), empty (head == top)
+ * and full (head == top - ncached_max).
+ *
+ * hot mirrors *head, the block the next pop returns: a pop hands out hot,
+ * which the last push stored at a fixed address, so a malloc right after
+ * a free waits for the free's bin (store forwarding) but not for the
+ * free's load of head. */
 typedef struct tc_bin {
     void **head;
+    void *hot;                   /* == *head (NULL when empty: *top is NULL) */
     uint16_t low_lo;
     uint16_t top_lo;
     uint16_t full_lo;
     uint16_t ncached_max;
-    void **top;
     uint64_t nrequests;          /* allocations asked of this bin */
 } tc_bin_t;
 
@@ -60,7 +68,18 @@ typedef struct phased_stash {
 } phased_stash_t;
 
 typedef struct tcache {
+    tc_bin_t none;              /* tag 0: all zero, so empty and full */
     tc_bin_t bins[TC_NBINS];
+    /* The page-map leaf of the last free: the leaf covering the 4 GiB of
+     * addresses p with p >> TC_LEAF_SHIFT == leaf_key, stored as
+     * leaf_base, the leaf minus leaf_key's first entry index, so that the
+     * entry of p is leaf_base[p >> LG_PAGE]. It takes the root load off
+     * the free fast path's dependency chain; frees that alternate between
+     * two leaves pay a mispredicted branch and free_leaf_miss each, which
+     * is why leaves are that large. UINTPTR_MAX matches no pointer: the
+     * value in tcache_empty and in a cache without a leaf yet. */
+    uintptr_t leaf_key;
+    uintptr_t leaf_base;
     arena_t *arena;
     /* One freed large block that no bin takes (beyond tcache_max, or not
      * of a class size because it grew), kept for the thread's next large
@@ -83,20 +102,52 @@ typedef struct tcache {
     slow_samples_t samples;
 } CACHE_ALIGNED tcache_t;
 
+/* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
+ * otherwise, with one scaled add. */
+_Static_assert(sizeof(tc_bin_t) == SC_BYTE_LOOKUP_SCALE, "sc_lookup_byte holds bin offsets");
+_Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
+DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
+{
+    return (tc_bin_t *)((char *)tc + offsetof(tcache_t, none) + tag * sizeof(tc_bin_t));
+}
+
+#define TC_LEAF_SHIFT (LG_PAGE + RADIX_LG_LEAF)
+#define TC_NO_LEAF UINTPTR_MAX
+
 DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
-DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p) { *--b->head = p; }
-DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b) { return b->top == NULL ? 0 : (unsigned)(b->top - b->head); }
+DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
+{
+    *--b->head = p;
+    b->hot = p;
+}
+
+/* Every move of head other than push goes through here (alloc_fast
+ * inlines it: its h[1] is the new *head). */
+DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
+{
+    b->head = h;
+    b->hot = *h;
+}
+/* Bins without slots have head NULL and marks 0: count 0, top NULL. */
+DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b)
+{
+    return (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)b->head) / sizeof(void *);
+}
+DPM_INLINE void **tc_bin_top(const tc_bin_t *b)
+{
+    return (void **)((uintptr_t)b->head + (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)b->head));
+}
 
 /* Pop, noting a new low water if this pop makes one. NULL when empty. */
 DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
 {
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
-        b->head = h + 1;
+        tc_bin_set_head(b, h + 1);
         return *h;
     }
     if (likely((uint16_t)(uintptr_t)h != b->top_lo)) {
-        b->head = h + 1;
+        tc_bin_set_head(b, h + 1);
         b->low_lo = (uint16_t)(uintptr_t)(h + 1);
         return *h;
     }

@@ -3,8 +3,9 @@
  * allocations (any length, alignment and phase), frees, in-place grows
  * and shrinks, and decay passes, with the whole-heap invariant checker
  * after every step. Also checks that results are aligned as asked, never
- * overlap, are found through the address map, and that runs reported
- * clean really read as zero.
+ * overlap, are found through the address map (with the page-map tag of
+ * their tcache_class, also after ph_set_tcache_class), and that runs
+ * reported clean really read as zero.
  */
 #include "arena.h"
 #include "dpmalloc.h"
@@ -48,6 +49,8 @@ static void check_new_span(span_t *s, const page_request_t *r, bool zeroed, int 
                 r->align, r->phase);
     EXPECT_TRUE(span_of((void *)s->start) == s, "address map misses a new span");
     EXPECT_TRUE(span_of((void *)(span_end(s) - 1)) == s, "address map misses a new span's last page");
+    EXPECT_TRUE(radix_entry(s->start) == span_entry(s) && radix_entry_tag(radix_entry(s->start)) == 0,
+                "a new span's page-map tag is not that of TC_NONE");
     for (int i = 0; i < NLIVE; i++)
         if (i != slot && live[i] != NULL)
             EXPECT_TRUE(!overlaps(s, live[i]), "spans overlap");
@@ -79,6 +82,9 @@ int main(void)
             EXPECT_TRUE(live[i] != NULL, "out of memory at step %d", step);
             if (live[i] != NULL)
                 check_new_span(live[i], &r, zeroed, i);
+            /* as large blocks get: ph_check then checks the re-tagging */
+            if (live[i] != NULL && op < 5)
+                ph_set_tcache_class(live[i], op < 3 ? (uint8_t)(unit_rand(&rng) % TC_NONE) : TC_NONE);
         } else if (op < 5) {
             ph_free(ph, live[i], now);
             live[i] = NULL;

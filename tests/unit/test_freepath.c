@@ -1,0 +1,154 @@
+/*
+ * test_freepath.c - what the free fast path (alloc.h) relies on: page-map
+ * entries tagged with their span's tcache_class (slabs on every page,
+ * cached and uncached large blocks, a large block grown in place), and
+ * the thread's cached page-map leaf following frees across 4 GiB
+ * regions, with frees still landing in their bin and an immediate double
+ * free still caught right after a leaf switch (in a child process); and
+ * the bin's hot block mirroring *head through pushes, pops, flushes and
+ * refills.
+ */
+#include "alloc.h"
+#include "dpmalloc.h"
+#include "unit.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_BLOCKS 400000
+/* Address space reserved (not committed) below the heap: more than a leaf */
+#define HOG (((size_t)1 << (LG_PAGE + RADIX_LG_LEAF)) + ((size_t)1 << 30))
+
+static void expect_tagged_pages(void *p, const char *what)
+{
+    span_t *s = span_of(p);
+    EXPECT_TRUE(s != NULL, "%s %p has no span", what, p);
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->npages; i++) {
+        uintptr_t e = radix_entry(s->start + (i << LG_PAGE));
+        bool mapped = s->kind == SPAN_SLAB || i == 0 || i + 1 == s->npages;
+        EXPECT_TRUE(e == (mapped ? span_entry(s) : 0), "%s %p page %zu: entry %#lx, span %p class %u", what, p, i,
+                    (unsigned long)e, (void *)s, s->tcache_class);
+    }
+}
+
+static uintptr_t leaf_of(const void *p) { return (uintptr_t)p >> TC_LEAF_SHIFT; }
+
+static void test_tags(void)
+{
+    void *small = dpm_malloc(64);
+    expect_tagged_pages(small, "64-byte block");
+    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)small)) == tc_tag_of_class(sc_of_size(64)),
+                "a 64-byte block's tag is not its class's");
+    void *cached = dpm_malloc(20 << 10);   /* a class-rounded large block: cached */
+    expect_tagged_pages(cached, "cached large block");
+    EXPECT_TRUE(span_of(cached)->tcache_class != TC_NONE, "a 20 KiB block is not cached");
+    void *big = dpm_malloc(4 << 20);       /* above tcache_max: tag 0 */
+    expect_tagged_pages(big, "uncached large block");
+    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)big)) == 0, "an uncached block has a tag");
+    void *grown = dpm_realloc(cached, 300 << 10);
+    if (grown == cached) {   /* grown in place: no longer its class's size, no longer cached */
+        expect_tagged_pages(grown, "large block grown in place");
+        EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)grown)) == 0, "a grown block keeps its tag");
+    }
+    dpm_free(small);
+    dpm_free(grown);
+    dpm_free(big);
+}
+
+static void **blocks;
+static size_t nblocks;
+
+/* Two 64-byte blocks in different page-map leaves: the address space below
+ * the heap is reserved away so that new segments land elsewhere. False if
+ * the layout did not give any. */
+static bool blocks_in_two_leaves(void **a, void **b)
+{
+    void *hog = mmap(NULL, HOG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    blocks = mmap(NULL, MAX_BLOCKS * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_TRUE(blocks != MAP_FAILED, "mmap");
+    if (blocks == MAP_FAILED)
+        return false;
+    bool found = false;
+    blocks[0] = dpm_malloc(64);
+    for (nblocks = 1; nblocks < MAX_BLOCKS && !found; nblocks++) {
+        blocks[nblocks] = dpm_malloc(64);
+        found = leaf_of(blocks[nblocks]) != leaf_of(blocks[0]);
+    }
+    *a = blocks[0];
+    *b = blocks[nblocks - 1];
+    if (hog != MAP_FAILED)
+        munmap(hog, HOG);
+    return found;
+}
+
+static void test_double_free_after_switch(void *a, void *b)
+{
+    fflush(stdout);
+    int fds[2];
+    EXPECT_TRUE(pipe(fds) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        dpm_free(a);
+        dpm_free(b);   /* leaf switch */
+        dpm_free(b);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[256] = {0};
+    ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+    (void)n;
+    int status;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "double free not fatal (status %d)", status);
+    EXPECT_TRUE(strstr(buf, "double free") != NULL, "message was: %s", buf);
+}
+
+static void test_leaf_switch(void)
+{
+    void *a, *b;
+    if (!blocks_in_two_leaves(&a, &b)) {
+        printf("test_freepath: no blocks in two page-map leaves, leaf switch not tested\n");
+        return;
+    }
+    test_double_free_after_switch(a, b);
+    tcache_t *tc = tls_tcache;
+    tc_bin_t *bin = &tc->bins[span_of(a)->tcache_class];
+    EXPECT_TRUE(span_of(b)->tcache_class == span_of(a)->tcache_class, "blocks of one class in two bins");
+    unsigned before = tc_bin_count(bin);
+    dpm_free(a);
+    EXPECT_EQ_U(tc->leaf_key, leaf_of(a));
+    dpm_free(b);
+    EXPECT_EQ_U(tc->leaf_key, leaf_of(b));
+    EXPECT_EQ_U(tc_bin_count(bin), before + 2);
+    EXPECT_TRUE(bin->head[0] == b && bin->head[1] == a, "the frees did not land in their bin");
+    EXPECT_TRUE(bin->hot == b, "hot is not the block just freed");
+    EXPECT_TRUE(dpm_malloc(64) == b && dpm_malloc(64) == a, "pops are not last in, first out");
+    /* through flushes (bin full), refills (empty) and trims */
+    for (size_t i = 1; i + 1 < nblocks; i++) {
+        dpm_free(blocks[i]);
+        if (i % 1000 == 0)
+            EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head after %zu frees", i);
+    }
+    for (size_t i = 1; i + 1 < nblocks; i++) {
+        blocks[i] = dpm_malloc(64);
+        if (i % 1000 == 0)
+            EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head after %zu mallocs", i);
+    }
+    for (size_t i = 1; i + 1 < nblocks; i++)
+        dpm_free(blocks[i]);
+    EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head");
+}
+
+int main(void)
+{
+    dpm_free(dpm_malloc(1));   /* brings the allocator and this thread's cache up */
+    test_tags();
+    test_leaf_switch();
+    return unit_finish("test_freepath");
+}
