@@ -6,8 +6,12 @@
 #define DPM_UNIT_H
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static unsigned long unit_passed, unit_failed;
 
@@ -35,6 +39,30 @@ static inline int unit_finish(const char *name)
 {
     printf("%s: %lu passed, %lu failed\n", name, unit_passed, unit_failed);
     return unit_failed == 0 ? 0 : 1;
+}
+
+/* Runs misuse(arg) in a child process, which must die of SIGABRT with
+ * `message` on stderr (the misuse report). */
+static inline void expect_child_aborts(void (*misuse)(void *), void *arg, const char *message)
+{
+    fflush(stdout);
+    int fds[2];
+    EXPECT_TRUE(pipe(fds) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        misuse(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[256] = {0};
+    ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+    (void)n;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s not fatal (status %d)", message, status);
+    EXPECT_TRUE(strstr(buf, message) != NULL, "message was: %s", buf);
 }
 
 /* xorshift64*: deterministic randomness with a seed per test. */
