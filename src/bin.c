@@ -149,28 +149,48 @@ static unsigned slab_take(span_t *s, void **out, unsigned want)
     return n;
 }
 
-/* Puts p back into its slab; the bin lock is held. True if that emptied
- * the slab and sent it back to the page heap. */
-static bool slab_put(bin_t *bin, span_t *s, void *p)
+/* Marks objs[i..] free in their slab s for as long as they lie in s (a
+ * run); returns the index after the run. The bin lock is held. The slab's
+ * fields are read once: the bitmap stores would make the compiler reload
+ * them per block. The count and lists are slab_settle's, once per run. */
+static unsigned slab_mark_run(bin_t *bin, span_t *s, void **objs, unsigned i, unsigned n)
 {
-    size_t i = span_index_of(s, (uintptr_t)p);
-    uint64_t bit = (uint64_t)1 << (i % 64);
-    if (unlikely(s->free_bits[i / 64] & bit)) {
-        mutex_unlock(&bin->lock);
-        dpm_misuse("free", p, "double free of");
-    }
-    __atomic_store_n(&s->free_bits[i / 64], s->free_bits[i / 64] | bit, __ATOMIC_RELAXED);
-    if (s->type_ids != NULL) {
-        type_count_free(s->type_ids[i], s->objsize);
-        s->type_ids[i] = 0;
-    }
-    if (s->nfree++ == 0 && s != bin->current)
+    const uintptr_t start = s->start, base = s->base;
+    const size_t bytes = span_bytes(s);
+    const uint64_t inv = s->div_inv;
+    const unsigned shift = s->div_shift;
+    uint16_t *const type_ids = s->type_ids;
+    do {
+        void *p = objs[i++];
+        size_t k = (size_t)rotate_right(((uintptr_t)p - base) * inv, shift);
+        uint64_t bit = (uint64_t)1 << (k % 64);
+        uint64_t word = s->free_bits[k / 64];
+        if (unlikely(word & bit)) {
+            mutex_unlock(&bin->lock);
+            dpm_misuse("free", p, "double free of");
+        }
+        __atomic_store_n(&s->free_bits[k / 64], word | bit, __ATOMIC_RELAXED);   /* read racily by free */
+        if (type_ids != NULL) {
+            type_count_free(type_ids[k], s->objsize);
+            type_ids[k] = 0;
+        }
+    } while (i < n && (uintptr_t)objs[i] - start < bytes);
+    return i;
+}
+
+/* n objects of slab s were just marked free: counts them, files a slab
+ * that had none on the nonfull list, and sends a slab that has all of them
+ * back to the page heap. */
+static void slab_settle(bin_t *bin, span_t *s, uint32_t n)
+{
+    uint32_t was = s->nfree;
+    s->nfree = was + n;
+    if (s == bin->current)
+        return;
+    if (was == 0)
         nonfull_push(bin, s);
-    if (s->nfree == bin->slab_objs && s != bin->current) {
+    if (s->nfree == bin->slab_objs)
         slab_release(bin, s);
-        return true;
-    }
-    return false;
 }
 
 /* ---- bins -------------------------------------------------------------- */
@@ -213,33 +233,35 @@ static span_t *checked_slab_of(void *p)
     return s;
 }
 
-/* The span of a block that a free already validated (every caller of
- * bin_flush did: the free paths check before a block enters a cache).
- * Runs of a flush mostly share a slab, so the last slab is tried first;
- * it is one of the locked bin's, which no other thread can release. */
-static span_t *flushed_slab_of(void *p, const span_t *last)
+/* The slab of a block that a free already validated (every caller of
+ * bin_flush did: the free paths check before a block enters a cache). */
+static span_t *flushed_slab_of(void *p)
 {
-    if (last != NULL && (uintptr_t)p - last->start < span_bytes(last))
-        return (span_t *)last;
     span_t *s = span_of(p);
     if (unlikely(s == NULL || s->kind != SPAN_SLAB))
         dpm_misuse("free", p, "invalid pointer or double free");
     return s;
 }
 
+/* Flushes come in runs of one slab (a cache pushes blocks in the order it
+ * got or freed them), so each run is marked block by block and settled
+ * once: one count update and list check per run. A slab of the locked bin
+ * cannot change under us until slab_settle may release it. */
 void bin_flush(void **objs, unsigned n)
 {
     while (n > 0) {
         bin_t *bin = checked_slab_of(objs[0])->bin;
         unsigned left = 0;
-        span_t *last = NULL;
         mutex_lock(&bin->lock);
-        for (unsigned i = 0; i < n; i++) {
-            span_t *s = flushed_slab_of(objs[i], last);
-            if (s->bin == bin)
-                last = slab_put(bin, s, objs[i]) ? NULL : s;
-            else
-                objs[left++] = objs[i];
+        for (unsigned i = 0; i < n;) {
+            span_t *s = flushed_slab_of(objs[i]);
+            if (s->bin != bin) {
+                objs[left++] = objs[i++];
+                continue;
+            }
+            unsigned end = slab_mark_run(bin, s, objs, i, n);
+            slab_settle(bin, s, end - i);
+            i = end;
         }
         bin->stats.nfree += n - left;
         bin->stats.nflushes++;
