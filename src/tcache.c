@@ -339,13 +339,16 @@ void *tcache_spare_take(tcache_t *tc, size_t size)
         spare_release(tc);
         return NULL;
     }
-    /* The page heap places a fresh block with room to grow 4x (realloc),
-     * so the spare first takes that room from its free neighbour: else a
-     * program stepping up its sizes would have each step's first block
-     * moved (copied onto fresh pages) when it grows. Without the room it
-     * still serves a request of about its size if it never grew (a loop
-     * of same-size blocks that are not realloc'd). */
-    bool roomy = bytes / 4 >= size ||
+    /* The page heap places a fresh block with room to grow 4x (realloc).
+     * A spare has that room if it is 4x the request, or already the size
+     * its last user grew it to while the request is smaller (the program
+     * repeats a pattern it has shown); else it first takes the room from
+     * its free neighbour: a program stepping up its sizes would otherwise
+     * have each step's first block moved (copied onto fresh pages) when it
+     * grows. Without the room it still serves a request of about its size
+     * if it never grew (a loop of same-size blocks that are not
+     * realloc'd). */
+    bool roomy = bytes / 4 >= size || size < s->requested ||
                  (size <= SPARE_MAX_BYTES / 4 && arena_resize_large_in_place(s, 4 * size));
     if (!roomy && (s->grew || size <= bytes / 2)) {
         spare_release(tc);
