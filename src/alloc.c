@@ -243,8 +243,9 @@ static void *grown_block(size_t size, size_t align)
     return p;
 }
 
-static void *move_block(void *p, size_t old_usable, size_t size, size_t align, const char *call)
+static void *move_block(void *p, const span_t *old_span, size_t size, size_t align, const char *call)
 {
+    size_t old_usable = span_usable(old_span);
     void *q;
     if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)
         q = grown_block(size, align);
@@ -253,7 +254,17 @@ static void *move_block(void *p, size_t old_usable, size_t size, size_t align, c
     if (q == NULL)
         return NULL;
     memcpy(q, p, old_usable < size ? old_usable : size);
-    free_fast(p, call);
+    /* A large block left behind by a growing block goes home rather than
+     * to a cache bin or the spare slot: it proved too small, and from
+     * there the next block of its size would be served in the same
+     * cramped place and moved again, while a miss gets a block with room. */
+    if (old_span->kind == SPAN_LARGE && size > old_usable) {
+        if (unlikely(opt.junk))
+            memset(p, JUNK_FREE, old_usable);
+        arena_free_large((span_t *)old_span);
+    } else {
+        free_fast(p, call);
+    }
     return q;
 }
 
@@ -261,12 +272,12 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
 {
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
-    if (aligned && size <= old && (size > old / 2 || old <= QUANTUM))
+    if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM))
         return p;
-    /* A large block handed out with room to spare (tcache_spare_take)
-     * grows into it, and shrinks in place only below half of what was
-     * last asked for. */
-    if (aligned && s->kind == SPAN_LARGE && size <= old && size > s->requested / 2) {
+    /* A large block keeps its place down to half of its usable size, or of
+     * what was last asked for when it was handed out with room to spare
+     * (tcache_spare_take): it grows into that room. */
+    if (aligned && s->kind == SPAN_LARGE && size <= old && (size > old / 2 || size > s->requested / 2)) {
         s->grew |= size > s->requested;
         s->requested = size;
         return p;
@@ -276,7 +287,7 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
         s->requested = size;
         return p;
     }
-    return move_block(p, old, size, align, call);
+    return move_block(p, s, size, align, call);
 }
 
 void *realloc_impl(void *p, size_t size, const char *call)

@@ -248,6 +248,13 @@ void arena_tick(arena_t *a)
     }
 }
 
+void arena_tick_now(arena_t *a)
+{
+    mutex_lock(&a->lock);
+    arena_tick(a);
+    mutex_unlock(&a->lock);
+}
+
 void arena_after_free(arena_t *a)
 {
     if (a->dirty_decay_ms == 0)

@@ -106,6 +106,9 @@ void arena_free_large(span_t *s);
 bool arena_resize_large_in_place(span_t *s, size_t size);
 /* Decay bookkeeping, called with the arena lock held. */
 void arena_tick(arena_t *a);
+/* arena_tick for a caller that does not hold a->lock (an operation that
+ * did not reach the arena, such as a spare block's reuse). */
+void arena_tick_now(arena_t *a);
 void arena_after_free(arena_t *a);
 /* Brings a->clock_ns up to date (under a->lock) when it may be stale by
  * more than a fraction of a millisecond: a cycle-counter read, and a clock

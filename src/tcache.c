@@ -293,7 +293,7 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
 /* ---- the spare large block --------------------------------------------- */
 
 #define SPARE_MAX_BYTES ((size_t)64 << 20)
-#define SPARE_RELEASE_EVERY 64
+#define SPARE_TICK_EVERY 16
 
 /* The spare leaves the slot: s->parked is cleared with an atomic store
  * because frees on other threads read it (a double free check). */
@@ -318,6 +318,11 @@ bool tcache_spare_park(tcache_t *tc, span_t *s)
     if (s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena->manual || s->type_id != 0 ||
         s->base != s->start || span_bytes(s) > SPARE_MAX_BYTES)
         return false;
+    /* The bigger block stays: when realloc moves a block, the smaller old
+     * one is freed while the spare may be just what the next round of
+     * growth needs. */
+    if (tc->spare != NULL && span_bytes(s) < span_bytes(tc->spare))
+        return false;
     spare_release(tc);
     tc->spare = s;
     tc->spare_used = true;
@@ -333,9 +338,11 @@ void *tcache_spare_take(tcache_t *tc, size_t size)
         return NULL;
     size_t bytes = span_bytes(s);
     /* Arenas run decay from their own operations: one take in
-     * SPARE_RELEASE_EVERY goes to the arena, so that a thread whose big
-     * blocks all come from its spare still drives decay. */
-    if (size > bytes || size < bytes / 4 || ++tc->spare_takes % SPARE_RELEASE_EVERY == 0) {
+     * SPARE_TICK_EVERY ticks the arena, so that a thread whose big blocks
+     * all come from its spare still drives decay. */
+    if (++tc->spare_takes % SPARE_TICK_EVERY == 0)
+        arena_tick_now(tc->arena);
+    if (size > bytes || size < bytes / 4) {
         spare_release(tc);
         return NULL;
     }

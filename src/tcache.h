@@ -174,7 +174,8 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p);
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
 /* Parks large block s (of tc's arena, not cacheable in a bin) as tc's
- * spare, sending the previous spare home; false if s does not qualify. */
+ * spare, sending a smaller previous spare home; false if s does not
+ * qualify or is smaller than the spare there. */
 bool tcache_spare_park(tcache_t *tc, span_t *s);
 /* The spare as a block for a request of size bytes (page aligned, offset
  * 0), or NULL; a spare that does not fit is sent home. */
