@@ -350,7 +350,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->base = s->start + in_page;
     s->div_inv = 1;
     s->usable = usable;
-    s->requested = req->size;
+    s->requested = s->asked = req->size;
     s->size_class = c;
     ph_set_tcache_class(s, class_rounded && !req->no_tcache ? arena_cache_class(a, c) : TC_NONE);
     s->type_id = req->type_id;

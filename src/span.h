@@ -52,6 +52,7 @@ typedef struct span {
      * two cache lines: large operations often run with a cold cache) */
     size_t usable;           /* bytes from base to the end of the run */
     size_t requested;        /* bytes last asked for (malloc or realloc) */
+    size_t asked;            /* bytes asked for when handed out (malloc) */
     uint32_t size_class;
     uint16_t type_id;        /* typed large blocks: their type tag */
     uint8_t grew;            /* realloc has grown it (tcache_spare_take) */

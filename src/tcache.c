@@ -347,15 +347,16 @@ void *tcache_spare_take(tcache_t *tc, size_t size)
         return NULL;
     }
     /* The page heap places a fresh block with room to grow 4x (realloc).
-     * A spare has that room if it is 4x the request, or already the size
-     * its last user grew it to while the request is smaller (the program
-     * repeats a pattern it has shown); else it first takes the room from
-     * its free neighbour: a program stepping up its sizes would otherwise
-     * have each step's first block moved (copied onto fresh pages) when it
-     * grows. Without the room it still serves a request of about its size
-     * if it never grew (a loop of same-size blocks that are not
-     * realloc'd). */
-    bool roomy = bytes / 4 >= size || size < s->requested ||
+     * A spare has that room if it is 4x the request, or if its last user
+     * grew it and the request grown by the same factor still fits (the
+     * program repeats a pattern it has shown); else it first takes the
+     * room from its free neighbour: a program stepping up its sizes would
+     * otherwise have each step's first block moved (copied onto fresh
+     * pages) when it grows. Without the room it still serves a request of
+     * about its size if it never grew (a loop of same-size blocks that are
+     * not realloc'd). Sizes here are at most 64 MiB: no product overflows. */
+    bool repeats = s->grew && s->asked != 0 && size * s->requested <= bytes * s->asked;
+    bool roomy = bytes / 4 >= size || repeats ||
                  (size <= SPARE_MAX_BYTES / 4 && arena_resize_large_in_place(s, 4 * size));
     if (!roomy && (s->grew || size <= bytes / 2)) {
         spare_release(tc);
@@ -363,7 +364,7 @@ void *tcache_spare_take(tcache_t *tc, size_t size)
     }
     spare_unset(tc, s);
     tc->spare_used = true;
-    s->requested = size;
+    s->requested = s->asked = size;
     return (void *)s->base;
 }
 
