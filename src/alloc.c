@@ -68,10 +68,6 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     return p;
 }
 
-/* Large blocks may come from the thread's spare unless the junk or zero
- * options want every block filled on its way out. */
-static bool spare_allowed(void) { return tls_state == THREAD_CACHED && !opt.junk && !opt.zero; }
-
 static void *alloc_slow_body(size_t size)
 {
     unsigned c = sc_of_size(size);
@@ -82,7 +78,7 @@ static void *alloc_slow_body(size_t size)
         void *p = tcache_alloc_miss(tc, c);
         return p != NULL ? p : fail_nomem();
     }
-    if (c >= NSMALL && spare_allowed()) {
+    if (c >= NSMALL) {
         void *p = tcache_spare_take(tc, size);
         if (p != NULL)
             return p;
@@ -133,6 +129,17 @@ static span_t *checked_span(const void *p, const char *call)
 
 static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
 
+/* Sends a validated block back to its slab or page heap, past any cache. */
+static void free_home(void *p, span_t *s)
+{
+    if (unlikely(opt.junk))
+        memset(p, JUNK_FREE, span_usable(s));
+    if (s->kind == SPAN_SLAB)
+        bin_flush(&p, 1);
+    else
+        arena_free_large(s);
+}
+
 static void free_slow_body(void *p, span_t *s)
 {
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
@@ -147,14 +154,9 @@ static void free_slow_body(void *p, span_t *s)
             tcache_free_full(tc, s->tcache_class, p);
         return;
     }
-    if (s->kind == SPAN_LARGE && spare_allowed() && tcache_spare_park(tls_tcache, s))
+    if (s->kind == SPAN_LARGE && tcache_spare_park(tls_tcache, s))
         return;
-    if (unlikely(opt.junk))
-        memset(p, JUNK_FREE, span_usable(s));
-    if (s->kind == SPAN_SLAB)
-        bin_flush(&p, 1);
-    else
-        arena_free_large(s);
+    free_home(p, s);
 }
 
 void free_slow(void *p, const char *call)
@@ -226,14 +228,12 @@ size_t usable_size_impl(const void *p, const char *call)
  * (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
-    if (spare_allowed()) {
-        void *p = tcache_spare_take(tls_tcache, size);
-        if (p != NULL)
-            return p;
-    }
+    void *p = tcache_spare_take(tls_tcache, size);
+    if (p != NULL)
+        return p;
     arena_t *a = thread_arena();
     large_request_t req = {.size = size, .align = align, .zero = opt.zero};
-    void *p = a != NULL ? arena_alloc_large(a, &req) : NULL;
+    p = a != NULL ? arena_alloc_large(a, &req) : NULL;
     if (p == NULL)
         return fail_nomem();
     span_t *s = span_of(p);
@@ -243,7 +243,7 @@ static void *grown_block(size_t size, size_t align)
     return p;
 }
 
-static void *move_block(void *p, const span_t *old_span, size_t size, size_t align, const char *call)
+static void *move_block(void *p, span_t *old_span, size_t size, size_t align, const char *call)
 {
     size_t old_usable = span_usable(old_span);
     void *q;
@@ -258,13 +258,10 @@ static void *move_block(void *p, const span_t *old_span, size_t size, size_t ali
      * to a cache bin or the spare slot: it proved too small, and from
      * there the next block of its size would be served in the same
      * cramped place and moved again, while a miss gets a block with room. */
-    if (old_span->kind == SPAN_LARGE && size > old_usable) {
-        if (unlikely(opt.junk))
-            memset(p, JUNK_FREE, old_usable);
-        arena_free_large((span_t *)old_span);
-    } else {
+    if (old_span->kind == SPAN_LARGE && size > old_usable)
+        free_home(p, old_span);
+    else
         free_fast(p, call);
-    }
     return q;
 }
 
@@ -277,12 +274,9 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
     /* A large block keeps its place down to half of its usable size, or of
      * what was last asked for when it was handed out with room to spare
      * (tcache_spare_take): it grows into that room. */
-    if (aligned && s->kind == SPAN_LARGE && size <= old && (size > old / 2 || size > s->requested / 2)) {
-        s->grew |= size > s->requested;
-        s->requested = size;
-        return p;
-    }
-    if (aligned && s->kind == SPAN_LARGE && size > SMALL_MAX && arena_resize_large_in_place(s, size)) {
+    if (aligned && s->kind == SPAN_LARGE &&
+        ((size <= old && (size > old / 2 || size > s->requested / 2)) ||
+         (size > SMALL_MAX && arena_resize_large_in_place(s, size)))) {
         s->grew |= size > s->requested;
         s->requested = size;
         return p;
@@ -363,7 +357,7 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
                 return p;
         }
     }
-    if (align <= PAGE && off == 0 && !zero && spare_allowed()) {
+    if (align <= PAGE && off == 0 && !zero) {
         void *p = tcache_spare_take(tls_tcache, size);
         if (p != NULL)
             return p;

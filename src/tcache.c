@@ -194,7 +194,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
             return p;
     }
     if (c >= NSMALL) {
-        void *p = opt.junk || opt.zero ? NULL : tcache_spare_take(tc, sc_size(c));
+        void *p = tcache_spare_take(tc, sc_size(c));
         if (p != NULL)
             return p;
         large_request_t req = {.size = sc_size(c), .align = 1};
@@ -313,9 +313,13 @@ static void spare_release(tcache_t *tc)
     arena_free_large(s);
 }
 
+/* The spare stands aside for threads without a cache (tcache_empty) and
+ * for the junk and zero options, which fill every block on its way. */
+static bool spare_in_play(const tcache_t *tc) { return tc != &tcache_empty && !opt.junk && !opt.zero; }
+
 bool tcache_spare_park(tcache_t *tc, span_t *s)
 {
-    if (s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena->manual || s->type_id != 0 ||
+    if (!spare_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena->manual || s->type_id != 0 ||
         s->base != s->start || span_bytes(s) > SPARE_MAX_BYTES)
         return false;
     /* The bigger block stays: when realloc moves a block, the smaller old
@@ -334,7 +338,7 @@ bool tcache_spare_park(tcache_t *tc, span_t *s)
 void *tcache_spare_take(tcache_t *tc, size_t size)
 {
     span_t *s = tc->spare;
-    if (s == NULL)
+    if (s == NULL || !spare_in_play(tc))
         return NULL;
     size_t bytes = span_bytes(s);
     /* Arenas run decay from their own operations: one take in
