@@ -80,6 +80,19 @@ static void refresh_stats(const struct ctl *c)
     c->call("epoch", &epoch, &len, &epoch, sizeof epoch);
 }
 
+/* Lock waits summed over the arenas a round used, from fresh statistics. */
+static void used_arenas_lock_waits(const struct ctl *c, const unsigned *used, int nused, uint64_t *waits,
+                                   uint64_t *wait_ns)
+{
+    refresh_stats(c);
+    for (int k = 0; k < nused; k++) {
+        uint64_t a, b;
+        arena_lock_waits(c, used[k], &a, &b);
+        *waits += a;
+        *wait_ns += b;
+    }
+}
+
 #define RING 32
 
 struct worker {
@@ -176,24 +189,11 @@ static double run_phase(struct bench_ctx *ctx, const struct ctl *c, int exclusiv
                                .seed = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)};
     }
     uint64_t w0 = 0, ns0 = 0, w1 = 0, ns1 = 0;
-    if (c->call != NULL) {
-        refresh_stats(c);
-        for (int k = 0; k < nused; k++) {
-            uint64_t a, b;
-            arena_lock_waits(c, used[k], &a, &b);
-            w0 += a;
-            ns0 += b;
-        }
-    }
+    if (c->call != NULL)
+        used_arenas_lock_waits(c, used, nused, &w0, &ns0);
     double wall = run_team(&(struct thread_team){t, worker_body, w, sizeof *w});
     if (c->call != NULL) {
-        refresh_stats(c);
-        for (int k = 0; k < nused; k++) {
-            uint64_t a, b;
-            arena_lock_waits(c, used[k], &a, &b);
-            w1 += a;
-            ns1 += b;
-        }
+        used_arenas_lock_waits(c, used, nused, &w1, &ns1);
         *waits += w1 - w0;
         *wait_ns += ns1 - ns0;
     }

@@ -225,13 +225,6 @@ unsigned bin_fill(bin_t *bin, void **out, unsigned want)
     return n;
 }
 
-static span_t *checked_slab_of(void *p)
-{
-    span_t *s = span_of(p);
-    if (s == NULL || s->kind != SPAN_SLAB || !span_is_block_start(s, (uintptr_t)p))
-        dpm_misuse("free", p, "invalid pointer or double free");
-    return s;
-}
 
 /* The slab of a block that a free already validated (every caller of
  * bin_flush did: the free paths check before a block enters a cache). */
@@ -250,7 +243,7 @@ static span_t *flushed_slab_of(void *p)
 void bin_flush(void **objs, unsigned n)
 {
     while (n > 0) {
-        bin_t *bin = checked_slab_of(objs[0])->bin;
+        bin_t *bin = flushed_slab_of(objs[0])->bin;
         unsigned left = 0;
         mutex_lock(&bin->lock);
         for (unsigned i = 0; i < n;) {
