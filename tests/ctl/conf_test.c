@@ -43,15 +43,6 @@ static struct {
 static size_t nranges;
 #define NDEFAULTS ndefaults
 
-static void trim_cell(char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '`'))
-        s[--n] = '\0';
-    size_t k = strspn(s, " `");
-    memmove(s, s + k, strlen(s + k) + 1);
-}
-
 static bool load_config_md(void)
 {
     FILE *f = fopen(config_md, "r");
@@ -76,7 +67,7 @@ static bool load_config_md(void)
         if (n < 4)
             continue;
         for (int i = 0; i < 4; i++)
-            trim_cell(cell[i]);
+            trim_chars(cell[i], " `");
         const char *def = cell[2];
         if (strcmp(def, "true") == 0)
             def = "1";

@@ -35,15 +35,6 @@ static struct doc_row doc[MAX_DOC];
 static unsigned ndoc;
 static const char *doc_path;
 
-static void trim(char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-        s[--n] = '\0';
-    size_t k = strspn(s, " \t");
-    memmove(s, s + k, strlen(s + k) + 1);
-}
-
 static bool parse_doc(void)
 {
     FILE *f = fopen(doc_path, "r");
@@ -73,7 +64,7 @@ static bool parse_doc(void)
             continue;
         }
         for (int i = 0; i < 4; i++)
-            trim(cols[i]);
+            trim_chars(cols[i], " \t");
         size_t len = strlen(cols[0]);
         if (len < 3 || cols[0][0] != '`' || cols[0][len - 1] != '`' || ndoc >= MAX_DOC) {
             TEST_FAIL("%s:%d: bad name cell \"%s\"", doc_path, lineno, cols[0]);

@@ -8,6 +8,7 @@
 #ifndef DPM_CTL_UTIL_H
 #define DPM_CTL_UTIL_H
 
+#include <string.h>
 #include "test.h"
 
 #include <dpmalloc.h>
@@ -265,6 +266,17 @@ static inline size_t rss_bytes(void)
         res = 0;
     fclose(f);
     return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Strips the characters of `chars` from both ends of s, in place (cells
+ * of the markdown tables the docs tests read). */
+static inline void trim_chars(char *s, const char *chars)
+{
+    size_t n = strlen(s);
+    while (n > 0 && strchr(chars, s[n - 1]) != NULL)
+        s[--n] = '\0';
+    size_t k = strspn(s, chars);
+    memmove(s, s + k, strlen(s + k) + 1);
 }
 
 #endif /* DPM_CTL_UTIL_H */
