@@ -481,6 +481,24 @@ TEST(tcache_ncached_max_zero)
            test_describe_status(c.status, why, sizeof why), c.err);
 }
 
+
+/* Sets manual arena m's decay times, allocates n touched 256 KiB blocks
+ * into blocks[] and frees the even-numbered ones (dirty runs between
+ * live blocks, so they cannot merge into one). */
+static void set_decay_and_free_alternate(unsigned m, ssize_t dirty_ms, ssize_t muzzy_ms, void **blocks, int n,
+                                         int fill)
+{
+    EXPECT_CTL(ctl_set(ctl_name("arena.%u.dirty_decay_ms", m), &dirty_ms, sizeof dirty_ms), 0);
+    EXPECT_CTL(ctl_set(ctl_name("arena.%u.muzzy_decay_ms", m), &muzzy_ms, sizeof muzzy_ms), 0);
+    for (int i = 0; i < n; i++) {
+        blocks[i] = dpm_malloc_arena(m, 256 << 10, 0);
+        if (blocks[i] != NULL)
+            memset(blocks[i], fill, 256 << 10);
+    }
+    for (int i = 0; i < n; i += 2)
+        dpm_free(blocks[i]);
+}
+
 TEST(arena_actions_and_decay_times)
 {
     unsigned na = CTL_UNS("arenas.narenas");
@@ -534,17 +552,8 @@ TEST(arena_actions_and_decay_times)
         expect_wrong_sizes_rejected(name, sizeof(ssize_t));
     }
     /* purge of a manual arena with dirty pages: pdirty drops to 0 */
-    ssize_t never = -1;
-    EXPECT_CTL(ctl_set(ctl_name("arena.%u.dirty_decay_ms", m), &never, sizeof never), 0);
-    EXPECT_CTL(ctl_set(ctl_name("arena.%u.muzzy_decay_ms", m), &never, sizeof never), 0);
     void *big[8];
-    for (int i = 0; i < 8; i++) {
-        big[i] = dpm_malloc_arena(m, 256 << 10, 0);
-        if (big[i] != NULL)
-            memset(big[i], 1, 256 << 10);
-    }
-    for (int i = 0; i < 8; i += 2)
-        dpm_free(big[i]);
+    set_decay_and_free_alternate(m, -1, -1, big, 8, 1);
     EXPECT_CTL(ctl_action("thread.tcache.flush"), 0);
     ctl_refresh();
     size_t dirty = CTL_SIZE(ctl_name("stats.arenas.%u.pdirty", m));
@@ -556,17 +565,8 @@ TEST(arena_actions_and_decay_times)
     for (int i = 1; i < 8; i += 2)
         dpm_free(big[i]);
     /* decay: runs younger than the decay time stay, older ones go */
-    ssize_t ms100 = 100, zero = 0;
-    EXPECT_CTL(ctl_set(ctl_name("arena.%u.dirty_decay_ms", m), &ms100, sizeof ms100), 0);
-    EXPECT_CTL(ctl_set(ctl_name("arena.%u.muzzy_decay_ms", m), &zero, sizeof zero), 0);
     void *dk[6];
-    for (int i = 0; i < 6; i++) {
-        dk[i] = dpm_malloc_arena(m, 256 << 10, 0);
-        if (dk[i] != NULL)
-            memset(dk[i], 2, 256 << 10);
-    }
-    for (int i = 0; i < 6; i += 2)
-        dpm_free(dk[i]);
+    set_decay_and_free_alternate(m, 100, 0, dk, 6, 2);
     EXPECT_CTL(ctl_action(ctl_name("arena.%u.decay", m)), 0);
     ctl_refresh();
     size_t young = CTL_SIZE(ctl_name("stats.arenas.%u.pdirty", m));
