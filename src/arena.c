@@ -250,9 +250,9 @@ void arena_tick(arena_t *a)
 
 void arena_tick_now(arena_t *a)
 {
-    mutex_lock(&a->lock);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
     arena_tick(a);
-    mutex_unlock(&a->lock);
+    mutex_unlock_elidable(&a->lock, held);
 }
 
 void arena_after_free(arena_t *a)
@@ -332,18 +332,18 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     size_t usable = class_rounded ? sc_size(c) : round_up(bytes + in_page, PAGE) - in_page;
     pr.npages = (usable + in_page) >> LG_PAGE;
     bool zeroed;
-    mutex_lock(&a->lock);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
     span_t *s = ph_alloc(&a->ph, &pr, &zeroed);
     if (s == NULL) {
         int saved_errno = errno;   /* a failed first try must not leak ENOMEM into a success */
-        mutex_unlock(&a->lock);
+        mutex_unlock_elidable(&a->lock, held);
         arenas_release_free_memory();
-        mutex_lock(&a->lock);
+        held = mutex_lock_elidable(&a->lock);
         s = ph_alloc(&a->ph, &pr, &zeroed);
         errno = saved_errno;
     }
     if (s == NULL) {
-        mutex_unlock(&a->lock);
+        mutex_unlock_elidable(&a->lock, held);
         errno = ENOMEM;
         return NULL;
     }
@@ -359,7 +359,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     ls->nmalloc++;
     ls->live_bytes += usable;
     arena_tick(a);
-    mutex_unlock(&a->lock);
+    mutex_unlock_elidable(&a->lock, held);
     if (req->zero && !zeroed)
         zero_large(s, req->size);
     return (void *)s->base;
@@ -368,7 +368,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
 void arena_free_large(span_t *s)
 {
     arena_t *a = s->arena;
-    mutex_lock(&a->lock);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
     large_stats_t *ls = &a->large[s->size_class - NSMALL];
     ls->nfree++;
     ls->live_bytes -= s->usable;
@@ -376,7 +376,7 @@ void arena_free_large(span_t *s)
     arena_clock_refresh(a);
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
-    mutex_unlock(&a->lock);
+    mutex_unlock_elidable(&a->lock, held);
 }
 
 bool arena_resize_large_in_place(span_t *s, size_t size)
@@ -387,7 +387,7 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
         return true;
     arena_t *a = s->arena;
     bool ok = true;
-    mutex_lock(&a->lock);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
     size_t before = s->usable;
     if (npages > s->npages)
         ok = ph_grow(&a->ph, s, npages);
@@ -406,7 +406,7 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
         ph_set_tcache_class(s, TC_NONE);
         arena_tick(a);
     }
-    mutex_unlock(&a->lock);
+    mutex_unlock_elidable(&a->lock, held);
     return ok && s->usable >= size;
 }
 

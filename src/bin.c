@@ -77,12 +77,12 @@ static span_t *slab_create(bin_t *bin)
     arena_t *a = bin->arena;
     page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
     bool zeroed;
-    mutex_lock(&a->lock);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
     span_t *s = ph_alloc(&a->ph, &req, &zeroed);
     if (s == NULL) {
-        mutex_unlock(&a->lock);
+        mutex_unlock_elidable(&a->lock, held);
         arenas_release_free_memory();
-        mutex_lock(&a->lock);
+        held = mutex_lock_elidable(&a->lock);
         s = ph_alloc(&a->ph, &req, &zeroed);
     }
     if (s != NULL && bin->typed) {
@@ -110,7 +110,7 @@ static span_t *slab_create(bin_t *bin)
         ph_map_all_pages(s);
         arena_tick(a);
     }
-    mutex_unlock(&a->lock);
+    mutex_unlock_elidable(&a->lock, held);
     if (s != NULL) {
         bin->stats.nslabs_made++;
         bin->stats.curslabs++;
@@ -125,12 +125,12 @@ static void slab_release(bin_t *bin, span_t *s)
         nonfull_remove(bin, s);
     bin->stats.nslabs_freed++;
     bin->stats.curslabs--;
-    mutex_lock(&a->lock);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
     ph_unmap_inner_pages(s);
     arena_clock_refresh(a);
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
-    mutex_unlock(&a->lock);
+    mutex_unlock_elidable(&a->lock, held);
 }
 
 static unsigned slab_take(span_t *s, void **out, unsigned want)
@@ -153,7 +153,7 @@ static unsigned slab_take(span_t *s, void **out, unsigned want)
  * run); returns the index after the run. The bin lock is held. The slab's
  * fields are read once: the bitmap stores would make the compiler reload
  * them per block. The count and lists are slab_settle's, once per run. */
-static unsigned slab_mark_run(bin_t *bin, span_t *s, void **objs, unsigned i, unsigned n)
+static unsigned slab_mark_run(bin_t *bin, lock_elided_t held, span_t *s, void **objs, unsigned i, unsigned n)
 {
     const uintptr_t start = s->start, base = s->base;
     const size_t bytes = span_bytes(s);
@@ -166,7 +166,7 @@ static unsigned slab_mark_run(bin_t *bin, span_t *s, void **objs, unsigned i, un
         uint64_t bit = (uint64_t)1 << (k % 64);
         uint64_t word = s->free_bits[k / 64];
         if (unlikely(word & bit)) {
-            mutex_unlock(&bin->lock);
+            mutex_unlock_elidable(&bin->lock, held);
             dpm_misuse("free", p, "double free of");
         }
         __atomic_store_n(&s->free_bits[k / 64], word | bit, __ATOMIC_RELAXED);   /* read racily by free */
@@ -208,7 +208,7 @@ static span_t *next_slab(bin_t *bin)
 unsigned bin_fill(bin_t *bin, void **out, unsigned want)
 {
     unsigned n = 0;
-    mutex_lock(&bin->lock);
+    lock_elided_t held = mutex_lock_elidable(&bin->lock);
     while (n < want) {
         span_t *s = bin->current;
         if (s == NULL || s->nfree == 0) {
@@ -221,7 +221,7 @@ unsigned bin_fill(bin_t *bin, void **out, unsigned want)
     }
     bin->stats.nmalloc += n;
     bin->stats.nfills++;
-    mutex_unlock(&bin->lock);
+    mutex_unlock_elidable(&bin->lock, held);
     return n;
 }
 
@@ -245,20 +245,20 @@ void bin_flush(void **objs, unsigned n)
     while (n > 0) {
         bin_t *bin = flushed_slab_of(objs[0])->bin;
         unsigned left = 0;
-        mutex_lock(&bin->lock);
+        lock_elided_t held = mutex_lock_elidable(&bin->lock);
         for (unsigned i = 0; i < n;) {
             span_t *s = flushed_slab_of(objs[i]);
             if (s->bin != bin) {
                 objs[left++] = objs[i++];
                 continue;
             }
-            unsigned end = slab_mark_run(bin, s, objs, i, n);
+            unsigned end = slab_mark_run(bin, held, s, objs, i, n);
             slab_settle(bin, s, end - i);
             i = end;
         }
         bin->stats.nfree += n - left;
         bin->stats.nflushes++;
-        mutex_unlock(&bin->lock);
+        mutex_unlock_elidable(&bin->lock, held);
         n = left;
     }
 }

@@ -13,7 +13,6 @@ void mutex_init(dpm_mutex_t *m)
 void mutex_reinit(dpm_mutex_t *m)
 {
     pthread_mutex_init(&m->lock, NULL);
-    m->elided = false;
 }
 
 void mutex_lock_contended(dpm_mutex_t *m)

@@ -3,12 +3,17 @@
  * mutex that counts acquisitions and, only when it had to wait, how often
  * and for how long (clock reads happen on the contended path alone).
  *
- * While the process has one thread (glibc's __libc_single_threaded, the
- * flag glibc's own malloc uses for the same purpose) a lock is only marked
- * taken, without an atomic: single-threaded programs pay no lock prefix on
- * the locked paths. The mark travels with the mutex, so an unlock always
- * matches its lock even if a thread was created in between (the flag only
- * flips inside pthread_create, which no critical section calls).
+ * mutex_lock always takes the pthread mutex. The hot locked paths (bin
+ * fill and flush, slabs, large blocks) use mutex_lock_elidable instead:
+ * while the process has one thread (glibc's __libc_single_threaded, the
+ * flag glibc's own malloc uses for the same purpose) it takes nothing, so
+ * single-threaded programs pay no atomic there. Whether an acquisition
+ * was elided is decided per acquisition and returned to the caller, who
+ * hands it back to mutex_unlock_elidable: no shared state records it, so
+ * another thread's lock or unlock of the same mutex can never act on this
+ * caller's decision. An elided critical section is only exclusive because
+ * no second thread can start inside it: dpmalloc never creates a thread
+ * and never calls user code while it holds a lock.
  * Owns: lock statistics. May call: pthreads, os_now_ns.
  */
 #ifndef DPM_MUTEX_H
@@ -25,14 +30,13 @@
 
 typedef struct dpm_mutex {
     pthread_mutex_t lock;
-    bool elided;               /* taken while the process had one thread */
     uint64_t n_acquired;       /* written under the lock */
     uint64_t n_contended;
     uint64_t wait_ns_total;
     uint64_t wait_ns_max;
 } dpm_mutex_t;
 
-#define DPM_MUTEX_INITIALIZER {PTHREAD_MUTEX_INITIALIZER, false, 0, 0, 0, 0}
+#define DPM_MUTEX_INITIALIZER {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0}
 
 typedef struct mutex_stats {
     uint64_t n_acquired, n_contended, wait_ns_total, wait_ns_max;
@@ -56,24 +60,42 @@ DPM_INLINE bool process_single_threaded(void)
 #endif
 }
 
-DPM_INLINE void mutex_lock(dpm_mutex_t *m)
+DPM_INLINE void mutex_count_acquired(dpm_mutex_t *m)
 {
-    if (likely(process_single_threaded()))
-        m->elided = true;
-    else if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
-        mutex_lock_contended(m);
 #if DPM_STATS
     /* Under the lock, so no RMW is needed; an atomic store because stats
      * read it from other threads. */
     __atomic_store_n(&m->n_acquired, m->n_acquired + 1, __ATOMIC_RELAXED);
+#else
+    (void)m;
 #endif
 }
 
-DPM_INLINE void mutex_unlock(dpm_mutex_t *m)
+DPM_INLINE void mutex_lock(dpm_mutex_t *m)
 {
-    if (m->elided)
-        m->elided = false;
-    else
+    if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
+        mutex_lock_contended(m);
+    mutex_count_acquired(m);
+}
+
+DPM_INLINE void mutex_unlock(dpm_mutex_t *m) { pthread_mutex_unlock(&m->lock); }
+
+/* How the caller holds an elidable lock: true if nothing was taken. */
+typedef bool lock_elided_t;
+
+DPM_INLINE lock_elided_t mutex_lock_elidable(dpm_mutex_t *m)
+{
+    if (likely(process_single_threaded())) {
+        mutex_count_acquired(m);
+        return true;
+    }
+    mutex_lock(m);
+    return false;
+}
+
+DPM_INLINE void mutex_unlock_elidable(dpm_mutex_t *m, lock_elided_t elided)
+{
+    if (!elided)
         pthread_mutex_unlock(&m->lock);
 }
 

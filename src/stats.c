@@ -5,6 +5,7 @@
 #include "conf.h"
 #include "emitter.h"
 #include "global.h"
+#include "os.h"
 #include "types.h"
 
 #include <dpmalloc.h>
@@ -432,6 +433,80 @@ static void write_stderr(void *opaque, const char *text)
     }
 }
 
+/* The report is rendered into mapped memory of its own while the stats
+ * lock is held, and handed to the caller's callback only after the lock
+ * is released: the callback is user code, which may allocate, call
+ * dpm_ctl (epoch refreshes take this lock) or create threads. */
+typedef struct text_buf {
+    char *text;
+    size_t len, cap;     /* cap: bytes mapped; text[len] is always '\0' */
+    bool failed;         /* a mapping failed: the report is cut short */
+} text_buf_t;
+
+static void text_buf_append(void *opaque, const char *piece)
+{
+    text_buf_t *b = opaque;
+    size_t n = strlen(piece);
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = round_up((b->len + n + 1) * 2, PAGE);
+        char *grown = os_map_aligned(cap, PAGE);
+        if (grown == NULL) {
+            b->failed = true;
+            return;
+        }
+        if (b->text != NULL) {
+            memcpy(grown, b->text, b->len);
+            os_unmap(b->text, b->cap);
+        }
+        b->text = grown;
+        b->cap = cap;
+    }
+    memcpy(b->text + b->len, piece, n + 1);
+    b->len += n;
+}
+
+static void render_report(emitter_t *em, const char *opts)
+{
+    em_obj_begin(em, em->json ? "dpmalloc" : "___ dpmalloc statistics ___");
+    if (strchr(opts, 'g') == NULL) {
+        em_str(em, "version", DPMALLOC_VERSION);
+        em_u64(em, "epoch", snap.epoch);
+        em_u64(em, "ncpus", g.ncpus);
+        em_u64(em, "page", PAGE);
+        print_options(em);
+    }
+    if (strchr(opts, 'm') == NULL)
+        print_totals(em);
+    if (strchr(opts, 't') == NULL)
+        print_types(em);
+    if (strchr(opts, 'a') == NULL) {
+        em_obj_begin(em, "arenas");
+        for (unsigned i = 0; i < snap.narenas; i++)
+            if (snap.arenas[i].exists)
+                print_arena(em, &snap.arenas[i], opts);
+        em_obj_end(em);
+    }
+    em_obj_end(em);
+    em_finish(em);
+}
+
+/* Calls write_cb with the text in pieces of at most 4 KiB (callbacks
+ * such as jemalloc's examples copy into fixed buffers). */
+#define STATS_PIECE 4096
+
+static void deliver(void (*write_cb)(void *, const char *), void *cbopaque, char *text, size_t len)
+{
+    for (size_t at = 0; at < len; at += STATS_PIECE) {
+        size_t n = len - at < STATS_PIECE ? len - at : STATS_PIECE;
+        char saved = text[at + n];
+        text[at + n] = '\0';
+        write_cb(cbopaque, text + at);
+        text[at + n] = saved;
+    }
+}
+
 DPM_EXPORT void dpm_stats_print(void (*write_cb)(void *, const char *), void *cbopaque, const char *opts)
 {
     if (!dpm_ready())
@@ -440,32 +515,19 @@ DPM_EXPORT void dpm_stats_print(void (*write_cb)(void *, const char *), void *cb
         opts = "";
     if (write_cb == NULL)
         write_cb = write_stderr;
+    text_buf_t buf = {0};
     emitter_t em;
     stats_lock();
     refresh_locked();
-    em_init(&em, strchr(opts, 'J') != NULL, write_cb, cbopaque);
-    em_obj_begin(&em, em.json ? "dpmalloc" : "___ dpmalloc statistics ___");
-    if (strchr(opts, 'g') == NULL) {
-        em_str(&em, "version", DPMALLOC_VERSION);
-        em_u64(&em, "epoch", snap.epoch);
-        em_u64(&em, "ncpus", g.ncpus);
-        em_u64(&em, "page", PAGE);
-        print_options(&em);
-    }
-    if (strchr(opts, 'm') == NULL)
-        print_totals(&em);
-    if (strchr(opts, 't') == NULL)
-        print_types(&em);
-    if (strchr(opts, 'a') == NULL) {
-        em_obj_begin(&em, "arenas");
-        for (unsigned i = 0; i < snap.narenas; i++)
-            if (snap.arenas[i].exists)
-                print_arena(&em, &snap.arenas[i], opts);
-        em_obj_end(&em);
-    }
-    em_obj_end(&em);
-    em_finish(&em);
+    em_init(&em, strchr(opts, 'J') != NULL, text_buf_append, &buf);
+    render_report(&em, opts);
     stats_unlock();
+    if (buf.text == NULL)
+        return;
+    deliver(write_cb, cbopaque, buf.text, buf.len);
+    if (buf.failed)
+        write_cb(cbopaque, "\n<dpmalloc: statistics cut short: out of memory>\n");
+    os_unmap(buf.text, buf.cap);
 }
 
 void stats_print_at_exit(void)
