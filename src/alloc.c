@@ -56,8 +56,9 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     if (c < NSMALL) {
         if (bin_fill(&a->bins[c], &p, 1) == 0)
             return fail_nomem();
+        /* opt.zero zeroes the whole block: realloc may grow into it */
         if (zero)
-            memset(p, 0, size);
+            memset(p, 0, opt.zero ? sc_size(c) : size);
     } else {
         large_request_t req = {.size = size, .align = 1, .zero = zero};
         if ((p = arena_alloc_large(a, &req)) == NULL)
@@ -140,13 +141,14 @@ static void free_home(void *p, span_t *s)
         arena_free_large(s);
 }
 
-static void free_slow_body(void *p, span_t *s)
+static void free_slow_body(void *p, span_t *s, const char *call)
 {
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[s->tcache_class];
-        if (b->head != NULL && *b->head == p)
-            dpm_misuse("free", p, "double free of");
+        if (unlikely(*tc_key_word(p) == tc_free_key))
+            tcache_confirm_not_cached(p, s->tcache_class, call, "double free of");
+        *tc_key_word(p) = tc_free_key;
         tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);
@@ -165,11 +167,11 @@ void free_slow(void *p, const char *call)
         return;
     span_t *s = checked_span(p, call);
     if (!sample_this_call()) {
-        free_slow_body(p, s);
+        free_slow_body(p, s, call);
         return;
     }
     uint64_t t0 = cpu_cycles();
-    free_slow_body(p, s);
+    free_slow_body(p, s, call);
     sample_record(false, t0);
 }
 
@@ -183,12 +185,9 @@ void free_leaf_miss(void *p, const char *call)
         free_slow(p, call);
         return;
     }
-    /* Key last, so that a signal handler's free between the stores sees
-     * a miss rather than a key with another leaf. */
-    tc->leaf_key = TC_NO_LEAF;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* No ordering for signal handlers: like glibc's, dpmalloc's calls
+     * are not async-signal-safe (include/dpmalloc.h). */
     tc->leaf_base = (uintptr_t)leaf - ((a >> TC_LEAF_SHIFT) << RADIX_LG_LEAF) * sizeof(uintptr_t);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     tc->leaf_key = a >> TC_LEAF_SHIFT;
     free_fast(p, call);
 }
@@ -219,6 +218,29 @@ size_t usable_size_impl(const void *p, const char *call)
 }
 
 /* ---- realloc ----------------------------------------------------------- */
+
+/* Could a request of size bytes (with any alignment and offset, through
+ * any entry point) have produced the block of span s? A slab object's
+ * class is the one sc_of_size_aligned gives some power-of-two alignment
+ * (alignment 1..16 is the plain class); a large block knows the size it
+ * was last asked for (malloc, or realloc in place), and any size from
+ * there up to its usable bytes is accepted, as malloc_usable_size allows
+ * the program to use them. */
+static bool size_fits_block(const span_t *s, size_t size)
+{
+    if (s->kind == SPAN_LARGE)
+        return size >= s->requested && size <= s->usable;
+    if (size > s->objsize)
+        return false;
+    unsigned c = s->bin->size_class;
+    if (sc_of_size(size) == c)
+        return true;
+    for (size_t align = 2 * QUANTUM; align <= PAGE; align *= 2)
+        if (sc_of_size_aligned(size, align) == c)
+            return true;
+    return false;
+}
+
 
 /* A block of a page or more that realloc grows moves to a page run, not
  * to a slab, even below the large classes: a block on that path tends to
@@ -267,9 +289,14 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
 
 static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
+    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == tc_free_key))
+        tcache_confirm_not_cached(p, s->tcache_class, call, "use after free of");
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
-    if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM))
+    /* secure mode checks sized frees against the class: a block stays in
+     * place only while its class is one the new size could have */
+    if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM) &&
+        (!opt.secure || size_fits_block(s, size)))
         return p;
     /* A large block keeps its place down to half of its usable size, or of
      * what was last asked for when it was handed out with room to spare
@@ -279,6 +306,8 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
          (size > SMALL_MAX && arena_resize_large_in_place(s, size)))) {
         s->grew |= size > s->requested;
         s->requested = size;
+        if (unlikely(opt.zero) && s->usable > old)
+            memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
         return p;
     }
     return move_block(p, s, size, align, call);
@@ -335,7 +364,7 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
     if (p == NULL)
         return NULL;
     if (zero || opt.zero)
-        memset(p, 0, size);
+        memset(p, 0, opt.zero ? sc_size(c) : size);
     return p;
 }
 
@@ -396,7 +425,7 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
                 type_count_alloc(type, s->objsize);
             }
             if (zero || opt.zero)
-                memset(p, 0, size);
+                memset(p, 0, opt.zero ? sc_size(c) : size);
             return p;
         }
     }
@@ -437,11 +466,8 @@ DPM_EXPORT void *dpm_malloc(size_t size) { return alloc_fast(size); }
 DPM_EXPORT void dpm_free(void *p) { free_fast(p, "free"); }
 void free_sized_impl(void *p, size_t size, const char *call)
 {
-    if (unlikely(opt.secure) && p != NULL) {
-        size_t usable = span_usable(checked_span(p, call));
-        if (size > usable || (usable > QUANTUM && size <= usable / 4 && usable <= SMALL_MAX))
-            dpm_misuse(call, p, "size does not match the block at");
-    }
+    if (unlikely(opt.secure) && p != NULL && !size_fits_block(checked_span(p, call), size))
+        dpm_misuse(call, p, "size does not match the block at");
     free_fast(p, call);
 }
 

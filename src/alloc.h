@@ -53,6 +53,7 @@ DPM_INLINE void *alloc_fast(size_t size)
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         void *p = b->hot;
         b->head = h + 1;
+        tc_block_handed_out(p);
         b->hot = h[1];
 #if DPM_STATS
         b->nrequests++;
@@ -64,8 +65,9 @@ DPM_INLINE void *alloc_fast(size_t size)
 
 /* Rejected here, and re-examined in free_slow: foreign pointers (no span),
  * interior pointers (not a block start), blocks that sit free in their slab
- * (never handed out, or freed twice and flushed), and the block just freed
- * into this cache (the common double free).
+ * (never handed out, or freed twice and flushed), and blocks that hold the
+ * free key (freed into a cache and not handed out since: a double free,
+ * confirmed by tcache_confirm_double_free).
  *
  * The bin comes from the page-map entry's tag (radix.h), so the only
  * dependent load from p to the push's address is the entry (through the
@@ -89,7 +91,9 @@ DPM_INLINE void free_fast(void *p, const char *call)
     if (likely(!tc_bin_full(b))) {
         const span_t *s = radix_entry_span(e);
         uint64_t idx = span_block_index(s, a);
-        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(b->hot != p)) {
+        uintptr_t key = tc_free_key;
+        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(*tc_key_word(p) != key)) {
+            *tc_key_word(p) = key;
             tc_bin_push(b, p);
             return;
         }

@@ -361,7 +361,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     arena_tick(a);
     mutex_unlock_elidable(&a->lock, held);
     if (req->zero && !zeroed)
-        zero_large(s, req->size);
+        zero_large(s, opt.zero ? usable : req->size);   /* opt.zero: realloc may grow into it */
     return (void *)s->base;
 }
 

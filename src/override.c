@@ -38,10 +38,15 @@ LIBC_ENTRY void *reallocarray(void *p, size_t n, size_t size)
     return realloc_impl(p, total, "reallocarray");
 }
 
+/* POSIX reserves EINVAL for alignments that are not a power of two
+ * multiple of sizeof(void *); a valid alignment beyond what dpmalloc
+ * serves (DPM_MAX_ALIGN) is a request it cannot meet: ENOMEM. */
 LIBC_ENTRY int posix_memalign(void **out, size_t align, size_t size)
 {
-    if (!is_pow2(align) || align % sizeof(void *) != 0 || align > DPM_MAX_ALIGN)
+    if (!is_pow2(align) || align % sizeof(void *) != 0)
         return EINVAL;
+    if (align > DPM_MAX_ALIGN)
+        return ENOMEM;
     int saved = errno;
     void *p = aligned_at_impl(size, align, 0, false);
     if (p == NULL) {
@@ -54,18 +59,27 @@ LIBC_ENTRY int posix_memalign(void **out, size_t align, size_t size)
 
 LIBC_ENTRY void *aligned_alloc(size_t align, size_t size)
 {
-    if (!is_pow2(align) || align > DPM_MAX_ALIGN) {
+    if (!is_pow2(align)) {
         errno = EINVAL;
+        return NULL;
+    }
+    if (align > DPM_MAX_ALIGN) {
+        errno = ENOMEM;
         return NULL;
     }
     return aligned_at_impl(size, align, 0, false);
 }
 
-/* glibc's memalign rounds a non-power-of-two alignment up. */
+/* glibc's memalign rounds a non-power-of-two alignment up, and answers
+ * EINVAL only where that rounding would overflow. */
 LIBC_ENTRY void *memalign(size_t align, size_t size)
 {
-    if (align > DPM_MAX_ALIGN) {
+    if (align > SIZE_MAX / 2 + 1) {
         errno = EINVAL;
+        return NULL;
+    }
+    if (align > DPM_MAX_ALIGN) {
+        errno = ENOMEM;
         return NULL;
     }
     if (!is_pow2(align))

@@ -8,12 +8,17 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 
 __thread tcache_t *tls_tcache = &tcache_empty;
 __thread uint8_t tls_state;
 __thread arena_t *tls_arena;
 /* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
 tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
+
+/* Odd, so that no aligned pointer a program keeps in a block's second
+ * word ever equals it; re-drawn at init. */
+uintptr_t tc_free_key = (uintptr_t)0x9e3779b97f4a7c15u;
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
@@ -182,6 +187,51 @@ bool tcache_create_for_thread(void)
     return true;
 }
 
+/* ---- the free key ------------------------------------------------------ */
+
+void tcache_init_free_key(void)
+{
+    uintptr_t k = 0;
+    if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k)) {
+        /* no entropy yet (early boot): a mix of the clock and addresses */
+        k = (uintptr_t)cpu_cycles() * 0x9e3779b97f4a7c15u;
+        k ^= (uintptr_t)&k ^ ((uintptr_t)&tc_free_key << 17);
+    }
+    __atomic_store_n(&tc_free_key, k | 1, __ATOMIC_RELAXED);
+}
+
+/* True if p sits in [head, top) of bin `bin` of tc. Another thread's bin
+ * is read racily: its owner pushes and pops without a lock. A block that
+ * a correct program is freeing is in no cache, so a racy view can miss a
+ * double free that is under way in another thread, never invent one. */
+static bool bin_holds(const tcache_t *tc, unsigned bin, const void *p)
+{
+    const tc_bin_t *b = &tc->bins[bin];
+    void **head = __atomic_load_n(&b->head, __ATOMIC_RELAXED);
+    if (head == NULL)
+        return false;
+    uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
+    void **top = (void **)((uintptr_t)head + (uint16_t)(top_lo - (uint16_t)(uintptr_t)head));
+    for (void **h = head; h < top; h++)
+        if (__atomic_load_n(h, __ATOMIC_RELAXED) == p)
+            return true;
+    return false;
+}
+
+void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
+{
+    tcache_t *own = tls_tcache;
+    if (own != &tcache_empty && bin_holds(own, bin, p))
+        dpm_misuse(call, p, what);
+    bool found = false;
+    mutex_lock(&tcaches_lock);
+    for (const tcache_t *tc = tcaches_live; tc != NULL && !found; tc = tc->next)
+        found = tc != own && bin_holds(tc, bin, p);
+    mutex_unlock(&tcaches_lock);
+    if (found)
+        dpm_misuse(call, p, what);
+}
+
 /* ---- fill and flush ---------------------------------------------------- */
 
 void *tcache_alloc_miss(tcache_t *tc, unsigned c)
@@ -190,8 +240,10 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     tc->stats[c].nmisses++;
     if (tc->arena->manual) {
         void *p = refill_from_manual_bin(tc, c);
-        if (p != NULL)
+        if (p != NULL) {
+            tc_block_handed_out(p);
             return p;
+        }
     }
     if (c >= NSMALL) {
         void *p = tcache_spare_take(tc, sc_size(c));
@@ -213,6 +265,8 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     for (unsigned i = got; i-- > 1;)
         tc_bin_push(b, batch[i]);
     b->low_lo = low16(b->head);
+    /* it may have been cached before, and flushed home with the key in it */
+    tc_block_handed_out(batch[0]);
     return batch[0];
 }
 

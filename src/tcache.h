@@ -128,6 +128,17 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
     b->head = h;
     b->hot = *h;
 }
+/* The free key: a free that caches a block writes tc_free_key into the
+ * block's second word (every class is at least 16 bytes), and every
+ * handout from a cache clears it. A free that finds the key there is
+ * probably a double free of a cached block; tcache_confirm_double_free
+ * looks the block up in the caches before it aborts, so a program that
+ * happens to store the key's value (a 64-bit random number) only pays a
+ * lookup. The key is random per process (init), never 0. */
+extern uintptr_t tc_free_key DPM_HIDDEN;
+DPM_INLINE uintptr_t *tc_key_word(void *p) { return (uintptr_t *)p + 1; }
+DPM_INLINE void tc_block_handed_out(void *p) { *tc_key_word(p) = 0; }
+
 /* Bins without slots have head NULL and marks 0: count 0, top NULL. */
 DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b)
 {
@@ -138,17 +149,20 @@ DPM_INLINE void **tc_bin_top(const tc_bin_t *b)
     return (void **)((uintptr_t)b->head + (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)b->head));
 }
 
-/* Pop, noting a new low water if this pop makes one. NULL when empty. */
+/* Pop for a handout (the key is cleared), noting a new low water if this
+ * pop makes one. NULL when empty. */
 DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
 {
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         tc_bin_set_head(b, h + 1);
+        tc_block_handed_out(*h);
         return *h;
     }
     if (likely((uint16_t)(uintptr_t)h != b->top_lo)) {
         tc_bin_set_head(b, h + 1);
         b->low_lo = (uint16_t)(uintptr_t)(h + 1);
+        tc_block_handed_out(*h);
         return *h;
     }
     return NULL;
@@ -168,8 +182,16 @@ unsigned tcache_classes_for(size_t tcache_max);
 bool tcache_create_for_thread(void);
 /* Bin c is empty: fills it and returns one block, or NULL. */
 void *tcache_alloc_miss(tcache_t *tc, unsigned c);
-/* Bin c is full: flushes half of it and pushes p. */
+/* Bin c is full: flushes half of it and pushes p (keyed by the caller). */
 void tcache_free_full(tcache_t *tc, unsigned c, void *p);
+/* p, handed to call (free, realloc, ...) holds the free key: aborts with
+ * "<call>(): <what> <p>" if p sits in bin `bin` of this or any other
+ * thread's cache (it was freed before); returns if it does not (the
+ * program stored the key's value, or the block was flushed home with the
+ * key in it and handed out without a cache). */
+void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what);
+/* A fresh per-process free key (init). */
+void tcache_init_free_key(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);

@@ -16,6 +16,8 @@
 #define DPM_NOINLINE __attribute__((noinline))
 #define DPM_COLD __attribute__((cold, noinline))
 #define DPM_EXPORT __attribute__((visibility("default")))
+/* For data the fast paths read: a direct PC-relative load, no GOT. */
+#define DPM_HIDDEN __attribute__((visibility("hidden")))
 
 /* DPM_STATS=0 compiles out the counters that sit on fast paths (thread
  * cache requests, lock acquisitions); only used to measure what they cost

@@ -322,6 +322,36 @@ TEST(aligned_alloc_rules)
     }
 }
 
+/* A valid alignment beyond what dpmalloc serves (1 GiB) is a request it
+ * cannot meet: ENOMEM, not EINVAL (POSIX keeps EINVAL for alignments that
+ * are not a power of two multiple of sizeof(void *)). */
+TEST(huge_alignments)
+{
+    static volatile size_t huge[] = {(size_t)1 << 31, (size_t)1 << 40, (size_t)1 << 62,
+                                     (size_t)1 << 63};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        void *p = (void *)&p;
+        errno = 12345;
+        int rc = posix_memalign(&p, huge[i], 64);
+        EXPECT(rc == ENOMEM, "posix_memalign(&p, %#zx, 64) = %d, want ENOMEM", (size_t)huge[i], rc);
+        EXPECT(errno == 12345, "posix_memalign(%#zx) changed errno to %d", (size_t)huge[i], errno);
+        EXPECT(p == (void *)&p, "posix_memalign(%#zx) changed *memptr", (size_t)huge[i]);
+        errno = 0;
+        p = aligned_alloc(huge[i], 64);
+        EXPECT(p == NULL && errno == ENOMEM, "aligned_alloc(%#zx, 64) = %p errno %d, want NULL/ENOMEM",
+               (size_t)huge[i], p, errno);
+        errno = 0;
+        p = memalign(huge[i], 64);
+        EXPECT(p == NULL && errno == ENOMEM, "memalign(%#zx, 64) = %p errno %d, want NULL/ENOMEM",
+               (size_t)huge[i], p, errno);
+    }
+    /* a non-power of two whose round-up would overflow: EINVAL, as glibc */
+    static volatile size_t past = ((size_t)1 << 63) + 1;
+    errno = 0;
+    void *q = memalign(past, 64);
+    EXPECT(q == NULL && errno == EINVAL, "memalign(2^63 + 1) = %p errno %d, want NULL/EINVAL", q, errno);
+}
+
 TEST(memalign_valloc_pvalloc)
 {
     size_t pg = page_size();
@@ -415,6 +445,7 @@ int main(void)
     RUN(realloc_semantics);
     RUN(posix_memalign_rules);
     RUN(aligned_alloc_rules);
+    RUN(huge_alignments);
     RUN(memalign_valloc_pvalloc);
     RUN(sized_frees);
     return test_done();

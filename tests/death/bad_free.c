@@ -12,7 +12,12 @@
  *    goes back to its slab: the child then frees 10000 other objects of the
  *    same size to force the thread cache to flush; the same with the thread
  *    that double-freed exiting instead; a large block; and a block freed
- *    once by another thread and again by the owner.
+ *    once by another thread and again by the owner;
+ *  - double frees of blocks that sit in a thread cache, caught at the
+ *    second free with no churn after it: free(p), free(q), 40 more frees,
+ *    free(p) for small and cached large sizes (the message must say
+ *    "double free of", the cache check's words); p freed into another live
+ *    thread's cache and then by main; realloc of a cached block.
  * Built for the libc names (static and preload) and for the dpm_ API
  * (DEATH_DPM_API, dpmalloc_plain, also in the sanitizer builds).
  */
@@ -199,6 +204,88 @@ static int case_double_free_remote(void *arg)
     return 0;
 }
 
+/* Double frees of blocks that sit in a thread cache are caught at the
+ * second free itself: no churn follows, so a missed one exits 0. */
+static int case_cached_interleaved(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void *p = D_MALLOC(size), *q = D_MALLOC(size);
+    void *others[40];
+    /* few enough that the bin does not overflow and send p home */
+    int nothers = size <= 256 ? 40 : 2;
+    if (!p || !q)
+        return 3;
+    for (int i = 0; i < nothers; i++)
+        others[i] = D_MALLOC(size);
+    void *again = launder(p);
+    *shared_ptr = (uintptr_t)p;
+    D_FREE(p);
+    D_FREE(q);
+    for (int i = 0; i < nothers; i++)
+        D_FREE(others[i]);
+    D_FREE(again);
+    return 0;
+}
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static int hold_state;   /* 1: the thread freed its block; 2: main is done */
+
+/* Frees p into this thread's cache and stays alive, so that the block
+ * sits in another thread's cache when main frees it again. */
+static void *free_and_hold(void *p)
+{
+    D_FREE(D_MALLOC(16));   /* the thread has a cache */
+    D_FREE(p);
+    pthread_mutex_lock(&hold_lock);
+    hold_state = 1;
+    pthread_cond_broadcast(&hold_cond);
+    while (hold_state != 2)
+        pthread_cond_wait(&hold_cond, &hold_lock);
+    pthread_mutex_unlock(&hold_lock);
+    return NULL;
+}
+
+static int case_cached_other_thread(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void *p = D_MALLOC(size);
+    if (!p)
+        return 3;
+    void *again = launder(p);
+    *shared_ptr = (uintptr_t)p;
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_and_hold, p) != 0)
+        return 3;
+    pthread_mutex_lock(&hold_lock);
+    while (hold_state != 1)
+        pthread_cond_wait(&hold_cond, &hold_lock);
+    pthread_mutex_unlock(&hold_lock);
+    D_FREE(again);
+    pthread_mutex_lock(&hold_lock);
+    hold_state = 2;
+    pthread_cond_broadcast(&hold_cond);
+    pthread_mutex_unlock(&hold_lock);
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* realloc of a block that was freed into the cache */
+static int case_cached_realloc(void *arg)
+{
+    (void)arg;
+    void *p = D_MALLOC(80), *q = D_MALLOC(80);
+    if (!p || !q)
+        return 3;
+    void *again = launder(p);
+    *shared_ptr = (uintptr_t)p;
+    D_FREE(p);
+    D_FREE(q);
+    void *r = D_REALLOC(again, 4000);
+    D_FREE(r);
+    return 0;
+}
+
 /* ---- the parent side ---- */
 static void expect_abort(const char *name, int (*fn)(void *), void *arg,
                          const char *call, const char *what)
@@ -287,6 +374,22 @@ TEST(double_frees)
                  NULL, "free", "double free");
 }
 
+/* Caught at the second free, wherever the block sits in a cache. */
+TEST(double_frees_in_thread_caches)
+{
+    static const size_t sizes[] = {16, 48, 64, 1024, 14336, 20480, 65536};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char name[96];
+        void *size = (void *)(uintptr_t)sizes[i];
+        snprintf(name, sizeof name, "free(p); free(q) ...; free(p) of %zu B", sizes[i]);
+        expect_abort(name, case_cached_interleaved, size, "free", "double free of");
+        snprintf(name, sizeof name, "free(p) in another thread's cache, %zu B", sizes[i]);
+        expect_abort(name, case_cached_other_thread, size, "free", "double free of");
+    }
+    expect_abort("realloc of a cached block", case_cached_realloc, NULL, "realloc",
+                 "use after free of");
+}
+
 int main(void)
 {
     shared_ptr = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
@@ -302,5 +405,6 @@ int main(void)
     RUN(realloc_foreign_pointers);
     RUN(interior_pointers);
     RUN(double_frees);
+    RUN(double_frees_in_thread_caches);
     return test_done();
 }

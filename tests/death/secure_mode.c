@@ -1,7 +1,11 @@
 /*
  * secure_mode.c - the hardened mode (DPMALLOC_CONF=secure:true, set by
  * CTest): a double free aborts at the second free itself, with no thread
- * cache in between; a sized free whose size does not fit the block aborts;
+ * cache in between; a sized free whose size does not fit the block aborts
+ * (larger than the block, or smaller than a large block's request), while
+ * every sized free with the size the block was asked for is accepted, for
+ * malloc, calloc, realloc and every alignment and offset of the aligned
+ * calls;
  * freed blocks are junk-filled. Also the hugepages option without any huge
  * pages in the system: one warning, and allocation still works
  * (DPMALLOC_CONF=hugepages:true, argument "hugepages").
@@ -67,6 +71,50 @@ static void wrong_size(void)
     dpm_free_sized(p, 5000);
 }
 
+/* Every sized free with the size the block was requested with is
+ * accepted, whatever call and alignment made the block. */
+static const size_t sweep_sizes[] = {0,    1,     8,     16,    17,    24,    48,     63,     64,     100,
+                                     255,  1000,  1024,  3000,  4096,  4097,  10000,  16384,  20000,  65536,
+                                     70000, 200000, 1 << 20};
+#define NSWEEP (sizeof(sweep_sizes) / sizeof(sweep_sizes[0]))
+
+static void correct_sized_frees(void)
+{
+    for (size_t i = 0; i < NSWEEP; i++) {
+        size_t size = sweep_sizes[i];
+        dpm_free_sized(dpm_malloc(size), size);
+        dpm_free_sized(dpm_calloc(1, size), size);
+        for (size_t align = 1; align <= ((size_t)1 << 16); align *= 2) {
+            dpm_free_sized(dpm_malloc_aligned(size, align), size);
+            dpm_free_sized(dpm_zalloc_aligned(size, align), size);
+            for (size_t off = 1; off < align; off = off * 3 + 1)
+                dpm_free_sized(dpm_malloc_aligned_at(size, align, off), size);
+        }
+        /* realloc to every other size: the new size is the one to give */
+        for (size_t j = 0; j < NSWEEP; j++) {
+            void *p = dpm_malloc(size);
+            p = dpm_realloc(p, sweep_sizes[j] == 0 ? 1 : sweep_sizes[j]);
+            dpm_free_sized(p, sweep_sizes[j] == 0 ? 1 : sweep_sizes[j]);
+        }
+    }
+    /* the two cases from the field */
+    dpm_free_sized(dpm_malloc_aligned(100, 4096), 100);
+    dpm_free_sized(dpm_malloc_aligned(16, 64), 16);
+    fprintf(stderr, "all sized frees accepted\n");
+}
+
+static void too_small_for_aligned_block(void)
+{
+    void *p = dpm_malloc_aligned(100, 4096);
+    dpm_free_sized(p, 100000);
+}
+
+static void smaller_than_large_request(void)
+{
+    void *p = dpm_malloc(300000);
+    dpm_free_sized(p, 200000);
+}
+
 static void expect_abort(void (*fn)(void), const char *what)
 {
     char err[512];
@@ -82,6 +130,12 @@ static void test_secure(void)
     CHECK(dpm_ctl("opt.secure", &secure, &len, NULL, 0) == 0 && secure, "opt.secure is off");
     expect_abort(double_free, "double free");
     expect_abort(wrong_size, "size does not match");
+    expect_abort(too_small_for_aligned_block, "size does not match");
+    expect_abort(smaller_than_large_request, "size does not match");
+    char err[512];
+    int status = run_child(correct_sized_frees, err, sizeof(err));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(err, "all sized frees accepted") != NULL,
+          "a correct sized free aborted: status %d, stderr: %s", status, err);
     unsigned char *p = dpm_malloc(256);
     memset(p, 0x11, 256);
     dpm_free_sized(p, 256);

@@ -6,7 +6,9 @@
  * regions, with frees still landing in their bin and an immediate double
  * free still caught right after a leaf switch (in a child process); and
  * the bin's hot block mirroring *head through pushes, pops, flushes and
- * refills.
+ * refills; the free key written by caching frees, cleared by handouts
+ * (fast pop, low water, refill), and a live block holding the key's value
+ * freed and realloc'd without an abort.
  */
 #include "alloc.h"
 #include "dpmalloc.h"
@@ -140,10 +142,52 @@ static void test_leaf_switch(void)
     EXPECT_TRUE(bin->hot == *bin->head, "hot is not *head");
 }
 
+/* The free key: written by a caching free, cleared by every handout from
+ * a cache, and never a reason to abort by itself. */
+static void test_free_key(void)
+{
+    EXPECT_TRUE(tc_free_key != 0 && (tc_free_key & 1) == 1, "the key is odd and not 0: %#lx",
+                (unsigned long)tc_free_key);
+    void *p = dpm_malloc(64);
+    dpm_free(p);
+    EXPECT_TRUE(*tc_key_word(p) == tc_free_key, "a cached block holds the key");
+    void *q = dpm_malloc(64);
+    EXPECT_TRUE(q == p, "the cache hands the block back");
+    EXPECT_TRUE(*tc_key_word(q) == 0, "a handout clears the key");
+    /* A live block that holds the key's value (as a program might by
+     * chance) frees normally: the lookup finds it in no cache. */
+    *tc_key_word(q) = tc_free_key;
+    dpm_free(q);
+    EXPECT_TRUE(dpm_malloc(64) == q, "the block was cached as usual");
+    /* Through the slow paths too: a bin at low water, a miss refill, a
+     * large cached class, and realloc of a live keyed block. */
+    void *v[300];
+    for (int i = 0; i < 300; i++) {
+        v[i] = dpm_malloc(96);
+        EXPECT_TRUE(*tc_key_word(v[i]) != tc_free_key, "handout %d of 96 B holds the key", i);
+        *tc_key_word(v[i]) = tc_free_key;
+    }
+    for (int i = 0; i < 300; i++)
+        dpm_free(v[i]);
+    for (int i = 0; i < 300; i++) {
+        v[i] = dpm_malloc(96);
+        EXPECT_TRUE(*tc_key_word(v[i]) != tc_free_key, "re-handout %d of 96 B holds the key", i);
+    }
+    for (int i = 0; i < 300; i++)
+        dpm_free(v[i]);
+    void *big = dpm_malloc(40000);
+    *tc_key_word(big) = tc_free_key;
+    big = dpm_realloc(big, 50000);
+    EXPECT_TRUE(big != NULL, "realloc of a live keyed block");
+    dpm_free(big);
+    dpm_free(q);
+}
+
 int main(void)
 {
     dpm_free(dpm_malloc(1));   /* brings the allocator and this thread's cache up */
     test_tags();
     test_leaf_switch();
+    test_free_key();
     return unit_finish("test_freepath");
 }
