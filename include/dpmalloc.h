@@ -9,6 +9,12 @@
  *
  * Thread safety: every function here may be called from any thread at any
  * time, including from a thread other than the one that allocated the block.
+ *
+ * Signals: as glibc's, these functions are not async-signal-safe. A signal
+ * handler that interrupts one of them must not call into dpmalloc (the
+ * libc names included); fork() from such a handler in a single-threaded
+ * process returns in both processes, and the child may only call
+ * async-signal-safe functions (e.g. _exit, execve).
  */
 #ifndef DPMALLOC_H
 #define DPMALLOC_H
@@ -76,13 +82,19 @@ void *dpm_realloc(void *p, size_t size) DPM_ATTR_ALLOC_SIZE(2);
  * Return a block to the allocator. NULL is ignored.
  *
  * A pointer dpmalloc never returned, an interior pointer or a double free
- * is reported on stderr, naming the call and the pointer, and aborts.
+ * is reported on stderr, naming the call and the pointer, and aborts
+ * ("dpmalloc: free(): double free of 0x..."). A double free is caught at
+ * the second free while the block sits in any thread's cache or in its
+ * slab; docs/design.md ("Misuse checks") says exactly what is and is not
+ * caught.
  */
 void dpm_free(void *p);
 
 /**
- * Free @p p, promising it was allocated with @p size bytes. In the secure
- * mode the promise is checked.
+ * Free @p p, promising it was allocated (or last realloc'd) with @p size
+ * bytes. In the secure mode the promise is checked: any size the block
+ * could have been requested with, by any call and alignment, is accepted;
+ * another aborts naming the call and the pointer.
  */
 void dpm_free_sized(void *p, size_t size);
 
@@ -211,7 +223,10 @@ int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t ne
  * Write the statistics through @p write_cb (stderr when NULL).
  *
  * @param write_cb
- *   Called with @p cbopaque and each NUL-terminated piece of text.
+ *   Called with @p cbopaque and each NUL-terminated piece of text, at most
+ *   4096 characters each. The report is rendered first and the callback
+ *   runs with no allocator lock held: it may allocate, call dpm_ctl or
+ *   dpm_stats_print, or start threads.
  * @param opts
  *   NULL or a string of letters: "J" JSON instead of tables; "g" omit
  *   general information (version, options); "m" omit merged totals;
