@@ -80,7 +80,7 @@ static void *alloc_slow_body(size_t size)
         return p != NULL ? p : fail_nomem();
     }
     if (c >= NSMALL) {
-        void *p = tcache_spare_take(tc, size);
+        void *p = tcache_large_take(tc, size);
         if (p != NULL)
             return p;
     }
@@ -156,7 +156,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
             tcache_free_full(tc, s->tcache_class, p);
         return;
     }
-    if (s->kind == SPAN_LARGE && tcache_spare_park(tls_tcache, s))
+    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tls_tcache, s))
         return;
     free_home(p, s);
 }
@@ -181,8 +181,18 @@ void free_leaf_miss(void *p, const char *call)
     uintptr_t a = (uintptr_t)p;
     const uintptr_t *leaf = radix_leaf(a);
     /* An empty leaf is not cached: one may be made for it later. */
-    if (tc == &tcache_empty || leaf == radix.empty_leaf) {
+    if (leaf == radix.empty_leaf) {
         free_slow(p, call);
+        return;
+    }
+    if (tc == &tcache_empty) {
+        /* A thread that frees before it allocates (a consumer) gets its
+         * cache here, so its frees are batched like an allocating
+         * thread's instead of each taking a bin lock. */
+        if (tls_state == THREAD_NEW && tcache_create_for_thread())
+            free_fast(p, call);
+        else
+            free_slow(p, call);
         return;
     }
     /* No ordering for signal handlers: like glibc's, dpmalloc's calls
@@ -244,22 +254,15 @@ static bool size_fits_block(const span_t *s, size_t size)
 
 /* A block of a page or more that realloc grows moves to a page run, not
  * to a slab, even below the large classes: a block on that path tends to
- * grow again, which a run can do in place, and its free parks it as the
- * thread's spare, so the next block grown this way takes it
- * (tcache_spare_take) with no lock. The cost is the run's page rounding
- * (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
+ * grow again, which a run can do in place. The cost is the run's page
+ * rounding (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
-    void *p = tcache_spare_take(tls_tcache, size);
-    if (p != NULL)
-        return p;
     arena_t *a = thread_arena();
     large_request_t req = {.size = size, .align = align, .zero = opt.zero};
-    p = a != NULL ? arena_alloc_large(a, &req) : NULL;
+    void *p = a != NULL ? arena_alloc_large(a, &req) : NULL;
     if (p == NULL)
         return fail_nomem();
-    span_t *s = span_of(p);
-    s->grew = 1;
     if (unlikely(opt.junk) && !opt.zero)
         memset(p, JUNK_ALLOC, size);
     return p;
@@ -276,10 +279,14 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
     if (q == NULL)
         return NULL;
     memcpy(q, p, old_usable < size ? old_usable : size);
-    /* A large block left behind by a growing block goes home rather than
-     * to a cache bin or the spare slot: it proved too small, and from
-     * there the next block of its size would be served in the same
-     * cramped place and moved again, while a miss gets a block with room. */
+    span_t *qs = span_of(q);
+    if (size > old_usable && qs->kind == SPAN_LARGE)
+        qs->grew = 1;
+    /* A large block left behind by a growing block goes home, not into
+     * the thread's large cache: it proved too small, and the next request
+     * of its size would take it back from the cache, with its cramped
+     * neighbours, and move again; from the page heap that request is
+     * placed where its free neighbours coalesced, and grows in place. */
     if (old_span->kind == SPAN_LARGE && size > old_usable)
         free_home(p, old_span);
     else
@@ -298,17 +305,23 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
     if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM) &&
         (!opt.secure || size_fits_block(s, size)))
         return p;
-    /* A large block keeps its place down to half of its usable size, or of
-     * what was last asked for when it was handed out with room to spare
-     * (tcache_spare_take): it grows into that room. */
-    if (aligned && s->kind == SPAN_LARGE &&
-        ((size <= old && (size > old / 2 || size > s->requested / 2)) ||
-         (size > SMALL_MAX && arena_resize_large_in_place(s, size)))) {
-        s->grew |= size > s->requested;
-        s->requested = size;
-        if (unlikely(opt.zero) && s->usable > old)
-            memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
-        return p;
+    /* A large block keeps its place while it is at most a quarter bigger
+     * than the new size (the class rounding a fresh block would have);
+     * otherwise it is resized in place to what a fresh block of the new
+     * size would get — a shrink gives its tail back to the page heap, a
+     * growth takes the free run after it — and only moves if that fails
+     * or the new size is a small one. */
+    if (aligned && s->kind == SPAN_LARGE) {
+        bool keep = size <= old && old - size <= size / 4;
+        if (!keep && size > SMALL_MAX)
+            keep = arena_resize_large_in_place(s, size);
+        if (keep) {
+            s->grew |= size > old;
+            s->requested = size;
+            if (unlikely(opt.zero) && s->usable > old)
+                memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
+            return p;
+        }
     }
     return move_block(p, s, size, align, call);
 }
@@ -387,7 +400,7 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         }
     }
     if (align <= PAGE && off == 0 && !zero) {
-        void *p = tcache_spare_take(tls_tcache, size);
+        void *p = tcache_large_take(tls_tcache, size);
         if (p != NULL)
             return p;
     }
@@ -429,8 +442,7 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
             return p;
         }
     }
-    large_request_t req = {.size = size, .align = align, .zero = zero || opt.zero, .no_tcache = typed,
-                           .type_id = type};
+    large_request_t req = {.size = size, .align = align, .zero = zero || opt.zero, .type_id = type};
     void *p = arena_alloc_large(a, &req);
     return p != NULL ? p : fail_nomem();
 }

@@ -19,7 +19,6 @@
 #include "global.h"
 #include "tcache.h"
 
-#define TC_FAST_MAX ((size_t)8 << 20)
 
 void *alloc_slow(size_t size) DPM_NOINLINE;
 /* The pop reached the bin's low-water mark: note a new minimum and pop,
@@ -44,10 +43,10 @@ DPM_INLINE void *alloc_fast(size_t size)
         off = sc_lookup_byte[size];
     else if (size <= SC_LOOKUP_MAX)
         off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
-    else if (size <= TC_FAST_MAX)
+    else if (size <= SMALL_MAX)
         off = sc_compute(size) * sizeof(tc_bin_t);
     else
-        return alloc_slow(size);
+        return alloc_slow(size);   /* large: the large cache or the arena */
     tc_bin_t *b = (tc_bin_t *)((char *)tls_tcache->bins + off);
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {

@@ -263,18 +263,20 @@ void arena_after_free(arena_t *a)
         arena_tick(a);
 }
 
-void arena_decay_now(arena_t *a, bool everything)
+size_t arena_decay_now(arena_t *a, bool everything)
 {
+    size_t pages;
     mutex_lock(&a->lock);
     a->clock_ns = a->last_decay_ns = os_now_ns();
     if (everything)
-        ph_decay(&a->ph, a->clock_ns, 0, 0);
+        pages = ph_decay(&a->ph, a->clock_ns, 0, 0);
     else
-        ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
+        pages = ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
     mutex_unlock(&a->lock);
+    return pages;
 }
 
-void arena_purge_all(arena_t *a) { arena_decay_now(a, true); }
+size_t arena_purge_all(arena_t *a) { return arena_decay_now(a, true); }
 
 void arenas_release_free_memory(void)
 {
@@ -319,17 +321,26 @@ static void zero_large(span_t *s, size_t size)
     memset((void *)from, 0, size);
 }
 
+/* The usable bytes a fresh block of size bytes starting in_page bytes
+ * into its first page gets: its class size (whole pages from 16 KiB up to
+ * LARGE_ROUND_MAX), else whole pages. */
+static size_t large_usable_for(size_t size, size_t in_page)
+{
+    unsigned c = sc_compute(size == 0 ? 1 : size);
+    if (in_page == 0 && c >= NSMALL && size <= LARGE_ROUND_MAX)
+        return sc_size(c);
+    return round_up((size == 0 ? 1 : size) + in_page, PAGE) - in_page;
+}
+
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
     size_t in_page;
     page_request_t pr = {.zero = req->zero};
     place_large(req, &in_page, &pr);
-    unsigned c = sc_compute(req->size);
-    bool class_rounded = in_page == 0 && c >= NSMALL && req->size <= LARGE_ROUND_MAX;
+    unsigned c = sc_compute(req->size == 0 ? 1 : req->size);
     if (c < NSMALL)
         c = NSMALL;   /* small sizes with big alignments: counted as the first large class */
-    size_t bytes = req->size == 0 ? 1 : req->size;
-    size_t usable = class_rounded ? sc_size(c) : round_up(bytes + in_page, PAGE) - in_page;
+    size_t usable = large_usable_for(req->size, in_page);
     pr.npages = (usable + in_page) >> LG_PAGE;
     bool zeroed;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
@@ -350,9 +361,12 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->base = s->start + in_page;
     s->div_inv = 1;
     s->usable = usable;
-    s->requested = s->asked = req->size;
+    s->requested = req->size;
+    s->grew = 0;
     s->size_class = c;
-    ph_set_tcache_class(s, class_rounded && !req->no_tcache ? arena_cache_class(a, c) : TC_NONE);
+    /* large blocks are cached by the thread cache's large cache, which
+     * the free slow path reaches: no bin tag */
+    ph_set_tcache_class(s, TC_NONE);
     s->type_id = req->type_id;
     type_count_alloc(req->type_id, usable);
     large_stats_t *ls = &a->large[c - NSMALL];
@@ -365,9 +379,19 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     return (void *)s->base;
 }
 
+/* A freed block of at least opt.oversize_threshold bytes goes back to the
+ * OS at once (glibc unmaps such blocks at free); a realloc that cuts at
+ * least SHRINK_PURGE_MIN off a block gives the cut pages back at once
+ * (with the dirty run they joined): the program said it is done with
+ * them. Smaller runs wait for decay, where a loop of big blocks finds
+ * them still faulted in. */
+#define SHRINK_PURGE_MIN ((size_t)1 << 20)
+
 void arena_free_large(span_t *s)
 {
     arena_t *a = s->arena;
+    uintptr_t start = s->start;
+    bool oversize = opt.oversize_threshold != 0 && span_bytes(s) >= opt.oversize_threshold;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     large_stats_t *ls = &a->large[s->size_class - NSMALL];
     ls->nfree++;
@@ -375,6 +399,8 @@ void arena_free_large(span_t *s)
     type_count_free(s->type_id, s->usable);
     arena_clock_refresh(a);
     ph_free(&a->ph, s, a->clock_ns);
+    if (oversize)
+        ph_purge_run_at(&a->ph, start, 0, a->clock_ns);
     arena_after_free(a);
     mutex_unlock_elidable(&a->lock, held);
 }
@@ -382,28 +408,36 @@ void arena_free_large(span_t *s)
 bool arena_resize_large_in_place(span_t *s, size_t size)
 {
     size_t in_page = s->base - s->start;
-    size_t npages = pages_of(size + in_page);
+    size_t usable = large_usable_for(size, in_page);
+    size_t npages = (usable + in_page) >> LG_PAGE;
     if (npages == s->npages)
         return true;
     arena_t *a = s->arena;
     bool ok = true;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     size_t before = s->usable;
-    if (npages > s->npages)
+    unsigned class_before = s->size_class;
+    if (npages > s->npages) {
         ok = ph_grow(&a->ph, s, npages);
-    else if (npages * 2 <= s->npages || s->npages - npages >= 64)
+    } else {
         ph_shrink(&a->ph, s, npages, a->clock_ns);
-    if (ok && s->usable != before) {
-        large_stats_t *ls = &a->large[s->size_class - NSMALL];
-        ls->live_bytes += s->usable - before;
+        ph_purge_run_at(&a->ph, span_end(s), SHRINK_PURGE_MIN, a->clock_ns);
+    }
+    if (ok) {
+        /* ph_grow/ph_shrink set usable to the end of the run */
+        unsigned c = sc_compute(s->usable);
+        s->size_class = c < NSMALL ? NSMALL : c;
+        large_stats_t *from = &a->large[class_before - NSMALL], *to = &a->large[s->size_class - NSMALL];
+        from->live_bytes -= before;
+        to->live_bytes += s->usable;
+        if (s->size_class != class_before) {
+            from->nfree++;
+            to->nmalloc++;
+        }
         if (s->type_id != 0) {
             type_count_free(s->type_id, before);
             type_count_alloc(s->type_id, s->usable);
         }
-        /* No longer its class's size; and a block that grew is better back
-         * in the page heap than in a cache, where it would hem in the next
-         * block that wants to grow. */
-        ph_set_tcache_class(s, TC_NONE);
         arena_tick(a);
     }
     mutex_unlock_elidable(&a->lock, held);

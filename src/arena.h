@@ -95,13 +95,13 @@ typedef struct large_request {
     size_t align;      /* power of two; > PAGE means a page-run alignment */
     size_t offset;     /* (p + offset) % align == 0; already reduced mod align */
     bool zero;
-    bool no_tcache;    /* the block must never enter a thread cache */
     uint16_t type_id;  /* type tag, 0 for none */
 } large_request_t;
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req);
 void arena_free_large(span_t *s);
-/* Resize a large block in place (grow into the next free run or shrink);
+/* Resize a large block in place to the usable size a fresh block of size
+ * bytes would get (grow into the next free run, or give the tail back);
  * true if its usable size is now at least size. */
 bool arena_resize_large_in_place(span_t *s, size_t size);
 /* Decay bookkeeping, called with the arena lock held. */
@@ -115,11 +115,12 @@ void arena_after_free(arena_t *a);
  * read only after an idle spell. Frees stamp runs with it, so decay counts
  * from the free itself without a clock read per free. */
 void arena_clock_refresh(arena_t *a);
-/* Purge all free pages now ("arena.<i>.purge"); fully free segments go
- * back to the OS. */
-void arena_purge_all(arena_t *a);
-/* Runs a's decay curves now (everything: purge all free pages). */
-void arena_decay_now(arena_t *a, bool everything);
+/* Purge all free pages now; fully free segments go back to the OS.
+ * Returns the pages purged. */
+size_t arena_purge_all(arena_t *a);
+/* Runs a's decay curves now (everything: purge all free pages); returns
+ * the pages purged. */
+size_t arena_decay_now(arena_t *a, bool everything);
 /* arena_purge_all on every arena: the last resort before ENOMEM, since
  * free runs of other states or arenas may hold the address space that a
  * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena
@@ -134,7 +135,5 @@ void arenas_iteration_unlock(void);
 void arenas_prefork(void);
 void arenas_postfork_parent(void);
 void arenas_postfork_child(void);
-/* Size of the block at p of large span s. */
-DPM_INLINE size_t large_usable(const span_t *s) { return s->usable; }
 
 #endif

@@ -6,6 +6,7 @@
 #include "background.h"
 #include "arena.h"
 #include "conf.h"
+#include "tcache.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -28,8 +29,11 @@ static uint64_t wake_interval_ns(void)
     return ns > 1000000000u ? 1000000000u : ns;
 }
 
+/* Idle threads' large caches first (blocks unused for a whole pass go
+ * home), so that their pages decay with the arena's. */
 static void decay_every_arena(void)
 {
+    tcaches_reclaim_large(true, NULL);
     arenas_iteration_lock();
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {

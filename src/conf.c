@@ -25,8 +25,11 @@ const opt_desc_t opt_table[] = {
     {"tcache_max", OPT_SIZE, &opt.tcache_max, 0, (int64_t)8 << 20},
     {"tcache_nslots_small_min", OPT_UNSIGNED, &opt.tcache_nslots_small_min, 1, 2048},
     {"tcache_nslots_small_max", OPT_UNSIGNED, &opt.tcache_nslots_small_max, 1, 2048},
-    {"tcache_nslots_large", OPT_UNSIGNED, &opt.tcache_nslots_large, 1, 2048},
+    {"tcache_nslots_large", OPT_UNSIGNED, &opt.tcache_nslots_large, 0, 64},
+    {"tcache_large_bytes", OPT_SIZE, &opt.tcache_large_bytes, 0, (int64_t)1 << 30},
+    {"tcache_large_bytes_total", OPT_SIZE, &opt.tcache_large_bytes_total, 0, (int64_t)1 << 46},
     {"lg_tcache_nslots_mul", OPT_UNSIGNED, &opt.lg_tcache_nslots_mul, 0, 8},
+    {"oversize_threshold", OPT_SIZE, &opt.oversize_threshold, 0, (int64_t)1 << 46},
     {"dirty_decay_ms", OPT_SSIZE, &opt.dirty_decay_ms, -1, INT32_MAX},
     {"muzzy_decay_ms", OPT_SSIZE, &opt.muzzy_decay_ms, -1, INT32_MAX},
     {"background_thread", OPT_BOOL, &opt.background_thread, 0, 1},
@@ -46,11 +49,14 @@ static void set_defaults(void)
 {
     memset(&opt, 0, sizeof(opt));
     opt.tcache = true;
-    opt.tcache_max = (size_t)128 << 10;
+    opt.tcache_max = (size_t)4 << 20;
     opt.tcache_nslots_small_min = 20;
     opt.tcache_nslots_small_max = 200;
-    opt.tcache_nslots_large = 20;
+    opt.tcache_nslots_large = 16;
+    opt.tcache_large_bytes = (size_t)4 << 20;
+    opt.tcache_large_bytes_total = (size_t)128 << 20;
     opt.lg_tcache_nslots_mul = 1;
+    opt.oversize_threshold = (size_t)32 << 20;
     opt.dirty_decay_ms = 10000;
     opt.muzzy_decay_ms = 0;
 }

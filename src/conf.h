@@ -20,8 +20,11 @@ typedef struct dpm_opts {
     size_t tcache_max;
     unsigned tcache_nslots_small_min;
     unsigned tcache_nslots_small_max;
-    unsigned tcache_nslots_large;
+    unsigned tcache_nslots_large;     /* blocks in a thread's large cache */
+    size_t tcache_large_bytes;        /* bytes in a thread's large cache */
+    size_t tcache_large_bytes_total;  /* bytes in all threads' large caches */
     unsigned lg_tcache_nslots_mul;
+    size_t oversize_threshold;        /* freed blocks this big are purged at once */
     int64_t dirty_decay_ms;
     int64_t muzzy_decay_ms;
     bool background_thread;

@@ -245,7 +245,11 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
     int err = action_only(c);
     if (err != 0 || a == NULL)
         return err != 0 ? err : ENOENT;
-    arena_decay_now(a, arg == NULL);   /* arg "decay": follow the curves */
+    /* arg "decay": follow the curves; purge also takes the arena's blocks
+     * out of every thread's large cache first, idle threads' included */
+    if (arg == NULL)
+        tcaches_reclaim_large(false, a);
+    arena_decay_now(a, arg == NULL);
     return 0;
 }
 

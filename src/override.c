@@ -108,16 +108,23 @@ LIBC_ENTRY void free_aligned_sized(void *p, size_t align, size_t size)
     free_sized_impl(p, size, "free_aligned_sized");
 }
 
-/* Returns every arena's free pages to the OS now; 1 as glibc does when
- * memory was released. */
+/* Sends every thread's cached large blocks home (idle threads' too) and
+ * returns every arena's free pages to the OS now; 1 if memory was
+ * released, 0 if there was none to release, as glibc's. */
 LIBC_ENTRY int malloc_trim(size_t pad)
 {
     (void)pad;
+    if (!dpm_ready())
+        return 0;
+    tcaches_reclaim_large(false, NULL);
+    size_t pages = 0;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++)
-        if (arenas[i] != NULL)
-            arena_purge_all(arenas[i]);
-    return 1;
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL && !a->destroyed)
+            pages += arena_purge_all(a);
+    }
+    return pages != 0;
 }
 
 #endif

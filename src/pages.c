@@ -517,6 +517,16 @@ static void purge_run(page_heap_t *ph, span_t *r, enum run_state to, uint64_t no
         segment_release(ph, r->seg, r);
 }
 
+size_t ph_purge_run_at(page_heap_t *ph, uintptr_t addr, size_t min_bytes, uint64_t now_ns)
+{
+    span_t *r = radix_span(addr);
+    if (r == NULL || r->kind != SPAN_FREE || r->state != RUN_DIRTY || span_bytes(r) < min_bytes)
+        return 0;
+    size_t pages = r->npages;
+    purge_run(ph, r, RUN_CLEAN, now_ns);
+    return pages;
+}
+
 /* Each pass looks at most at the runs that were waiting when it began (a
  * purge that the kernel refused re-files its run, which must not be seen
  * again in the same pass) and at most max_runs of them. */

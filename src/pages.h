@@ -64,6 +64,9 @@ void ph_unmap_inner_pages(span_t *span);
  * entries (span.h), under the arena lock. The only way to change the class
  * of a span whose pages are mapped: the free fast path reads the tag. */
 void ph_set_tcache_class(span_t *span, uint8_t tcache_class);
+/* Purges now the dirty free run whose first or last page is at addr, if
+ * it has at least min_bytes; returns the pages purged. */
+size_t ph_purge_run_at(page_heap_t *ph, uintptr_t addr, size_t min_bytes, uint64_t now_ns);
 /* Purge free runs older than the decay times (ms; 0 = all, <0 = never).
  * Returns the number of pages purged. */
 size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms);

@@ -52,11 +52,10 @@ typedef struct span {
      * two cache lines: large operations often run with a cold cache) */
     size_t usable;           /* bytes from base to the end of the run */
     size_t requested;        /* bytes last asked for (malloc or realloc) */
-    size_t asked;            /* bytes asked for when handed out (malloc) */
     uint32_t size_class;
     uint16_t type_id;        /* typed large blocks: their type tag */
-    uint8_t grew;            /* realloc has grown it (tcache_spare_take) */
-    uint8_t parked;          /* freed into a thread's spare slot (tcache.h) */
+    uint8_t parked;          /* freed into a thread's large cache (tcache.h) */
+    uint8_t grew;            /* realloc grew it: it goes home when freed (tcache_large.c) */
 
     /* Slabs */
     struct bin *bin;

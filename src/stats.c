@@ -157,7 +157,7 @@ static void add_tcache(const tcache_t *tc, void *arg)
             o->tcache_bytes += cached * sc_size(c);
         }
     }
-    o->tcache_bytes += __atomic_load_n(&tc->spare_bytes, __ATOMIC_RELAXED);
+    o->tcache_bytes += tcache_large_bytes(tc);
     o->samples.alloc_n += tc->samples.alloc_n;
     o->samples.alloc_cycles += tc->samples.alloc_cycles;
     o->samples.free_n += tc->samples.free_n;

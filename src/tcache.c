@@ -22,7 +22,7 @@ uintptr_t tc_free_key = (uintptr_t)0x9e3779b97f4a7c15u;
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
-static tcache_t *tcaches_spare;    /* caches of exited threads, for reuse */
+static tcache_t *tcaches_exited;    /* caches of exited threads, for reuse */
 
 unsigned tcache_classes_for(size_t tcache_max)
 {
@@ -31,21 +31,11 @@ unsigned tcache_classes_for(size_t tcache_max)
     unsigned n = sc_compute(tcache_max) + 1;
     if (sc_size(n - 1) > tcache_max)
         n--;
-    return n > TC_MAX_CLASSES ? TC_MAX_CLASSES : n;
+    return n > NSMALL ? NSMALL : n;   /* large classes: the large cache */
 }
-
-/* Large classes get tcache_nslots_large slots up to 32 KiB and fewer as
- * they grow (at least 4), so a full cache holds a few MiB at most. */
-#define TC_LARGE_FULL_SLOTS_MAX ((size_t)32 << 10)
 
 static unsigned nslots_for_class(unsigned c)
 {
-    if (c >= NSMALL) {
-        size_t n = opt.tcache_nslots_large;
-        if (sc_size(c) > TC_LARGE_FULL_SLOTS_MAX)
-            n = n * TC_LARGE_FULL_SLOTS_MAX / sc_size(c);
-        return n < 4 ? (opt.tcache_nslots_large < 4 ? opt.tcache_nslots_large : 4) : (unsigned)n;
-    }
     unsigned n = sc_table[c].slab_objs << opt.lg_tcache_nslots_mul;
     if (n < opt.tcache_nslots_small_min)
         n = opt.tcache_nslots_small_min;
@@ -123,6 +113,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
     tc->arena = arena;
     tc->events = tc->gc_next = 0;
     tc->enabled = true;
+    tcache_large_init(&tc->large);
 }
 
 /* The key's value makes its destructor run at thread exit: the thread's
@@ -167,9 +158,9 @@ bool tcache_create_for_thread(void)
     if (arena == NULL)
         return false;
     mutex_lock(&tcaches_lock);
-    tcache_t *tc = tcaches_spare;
+    tcache_t *tc = tcaches_exited;
     if (tc != NULL)
-        list_unlink(&tcaches_spare, tc);
+        list_unlink(&tcaches_exited, tc);
     mutex_unlock(&tcaches_lock);
     if (tc == NULL) {
         tc = base_alloc(sizeof(tcache_t), CACHELINE);
@@ -244,13 +235,6 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
             tc_block_handed_out(p);
             return p;
         }
-    }
-    if (c >= NSMALL) {
-        void *p = tcache_spare_take(tc, sc_size(c));
-        if (p != NULL)
-            return p;
-        large_request_t req = {.size = sc_size(c), .align = 1};
-        return arena_alloc_large(tc->arena, &req);
     }
     unsigned want = b->ncached_max / 2 + 1;
     void *batch[SLAB_MAX_OBJS + 1];
@@ -344,91 +328,9 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     return st->objs[--st->n];
 }
 
-/* ---- the spare large block --------------------------------------------- */
-
-#define SPARE_MAX_BYTES ((size_t)64 << 20)
-#define SPARE_TICK_EVERY 16
-
-/* The spare leaves the slot: s->parked is cleared with an atomic store
- * because frees on other threads read it (a double free check). */
-static void spare_unset(tcache_t *tc, span_t *s)
-{
-    tc->spare = NULL;
-    __atomic_store_n(&tc->spare_bytes, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
-}
-
-static void spare_release(tcache_t *tc)
-{
-    span_t *s = tc->spare;
-    if (s == NULL)
-        return;
-    spare_unset(tc, s);
-    arena_free_large(s);
-}
-
-/* The spare stands aside for threads without a cache (tcache_empty) and
- * for the junk and zero options, which fill every block on its way. */
-static bool spare_in_play(const tcache_t *tc) { return tc != &tcache_empty && !opt.junk && !opt.zero; }
-
-bool tcache_spare_park(tcache_t *tc, span_t *s)
-{
-    if (!spare_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena->manual || s->type_id != 0 ||
-        s->base != s->start || span_bytes(s) > SPARE_MAX_BYTES)
-        return false;
-    /* The bigger block stays: when realloc moves a block, the smaller old
-     * one is freed while the spare may be just what the next round of
-     * growth needs. */
-    if (tc->spare != NULL && span_bytes(s) < span_bytes(tc->spare))
-        return false;
-    spare_release(tc);
-    tc->spare = s;
-    tc->spare_used = true;
-    __atomic_store_n(&tc->spare_bytes, s->usable, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
-    return true;
-}
-
-void *tcache_spare_take(tcache_t *tc, size_t size)
-{
-    span_t *s = tc->spare;
-    if (s == NULL || !spare_in_play(tc))
-        return NULL;
-    size_t bytes = span_bytes(s);
-    /* Arenas run decay from their own operations: one take in
-     * SPARE_TICK_EVERY ticks the arena, so that a thread whose big blocks
-     * all come from its spare still drives decay. */
-    if (++tc->spare_takes % SPARE_TICK_EVERY == 0)
-        arena_tick_now(tc->arena);
-    if (size > bytes || size < bytes / 4) {
-        spare_release(tc);
-        return NULL;
-    }
-    /* The page heap places a fresh block with room to grow 4x (realloc).
-     * A spare has that room if it is 4x the request, or if its last user
-     * grew it and the request grown by the same factor still fits (the
-     * program repeats a pattern it has shown); else it first takes the
-     * room from its free neighbour: a program stepping up its sizes would
-     * otherwise have each step's first block moved (copied onto fresh
-     * pages) when it grows. Without the room it still serves a request of
-     * about its size if it never grew (a loop of same-size blocks that are
-     * not realloc'd). Sizes here are at most 64 MiB: no product overflows. */
-    bool repeats = s->grew && s->asked != 0 && size * s->requested <= bytes * s->asked;
-    bool roomy = bytes / 4 >= size || repeats ||
-                 (size <= SPARE_MAX_BYTES / 4 && arena_resize_large_in_place(s, 4 * size));
-    if (!roomy && (s->grew || size <= bytes / 2)) {
-        spare_release(tc);
-        return NULL;
-    }
-    spare_unset(tc, s);
-    tc->spare_used = true;
-    s->requested = s->asked = size;
-    return (void *)s->base;
-}
-
 void tcache_flush_all(tcache_t *tc)
 {
-    spare_release(tc);
+    tcache_large_flush(tc, false, NULL);
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
         flush_oldest(tc, c + TC_MANUAL_BASE, tc_bin_count(&tc->bins[c + TC_MANUAL_BASE]));
@@ -491,11 +393,8 @@ void tcache_event(tcache_t *tc)
     if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
         return;
     unsigned c = tc->gc_next++ % g.tcache_nclasses;
-    if (c == 0) {   /* once per round over the bins */
-        if (!tc->spare_used)
-            spare_release(tc);
-        tc->spare_used = false;
-    }
+    if (c == 0)   /* once per round over the bins: idle large blocks go home */
+        tcache_large_flush(tc, true, NULL);
     tc_bin_t *b = &tc->bins[c];
     unsigned idle = unused_since_trim(b);
     if (idle > tc_bin_count(b))
@@ -554,7 +453,12 @@ int thread_ncached_max_get(size_t size, size_t *out)
     if (size == 0 || size > ALLOC_MAX)
         return EINVAL;
     unsigned c = sc_compute(size);
-    *out = c < g.tcache_nclasses && tls_state == THREAD_CACHED ? tls_tcache->bins[c].ncached_max : 0;
+    if (tls_state != THREAD_CACHED)
+        *out = 0;
+    else if (c < NSMALL)
+        *out = c < g.tcache_nclasses ? tls_tcache->bins[c].ncached_max : 0;
+    else
+        *out = tcache_large_slots_for(tls_tcache, size);
     return 0;
 }
 
@@ -567,6 +471,8 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
     if (tls_state != THREAD_CACHED)
         return EPERM;
     tcache_t *tc = tls_tcache;
+    if (size_hi > SMALL_MAX)   /* large classes in the range: the large cache's slots */
+        tcache_large_set_slots(tc, n);
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         if (sc_size(c) < size_lo || sc_size(c) > size_hi)
             continue;
@@ -618,7 +524,7 @@ void tcache_thread_exit(void *arg)
     absorb_stats(tc);
     mutex_lock(&tcaches_lock);
     list_unlink(&tcaches_live, tc);
-    list_link(&tcaches_spare, tc);
+    list_link(&tcaches_exited, tc);
     mutex_unlock(&tcaches_lock);
 }
 
@@ -630,8 +536,32 @@ void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg)
     mutex_unlock(&tcaches_lock);
 }
 
-void tcaches_prefork(void) { mutex_lock(&tcaches_lock); }
-void tcaches_postfork_parent(void) { mutex_unlock(&tcaches_lock); }
+size_t tcaches_reclaim_large(bool idle_only, const arena_t *only)
+{
+    size_t sent = 0;
+    mutex_lock(&tcaches_lock);
+    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+        sent += tcache_large_flush(tc, idle_only, only);
+    mutex_unlock(&tcaches_lock);
+    return sent;
+}
+
+/* The list lock, then every live cache's large-cache lock: a reclaimer
+ * holds one while it sends blocks home, and the child must not inherit it
+ * held. */
+void tcaches_prefork(void)
+{
+    mutex_lock(&tcaches_lock);
+    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+        mutex_lock(&tc->large.lock);
+}
+
+void tcaches_postfork_parent(void)
+{
+    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+        mutex_unlock(&tc->large.lock);
+    mutex_unlock(&tcaches_lock);
+}
 
 void tcaches_postfork_child(void)
 {
@@ -641,8 +571,10 @@ void tcaches_postfork_child(void)
     tcaches_live = NULL;
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
-        if (tc != NULL && tc != &tcache_empty)
+        if (tc != NULL && tc != &tcache_empty) {
+            mutex_reinit(&tc->large.lock);
             list_link(&tcaches_live, tc);
+        }
     }
     if (tls_arena != NULL)
         tls_arena->nthreads = 1;   /* arenas_postfork_child zeroed the others */

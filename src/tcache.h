@@ -67,6 +67,19 @@ typedef struct phased_stash {
     void *objs[TC_PHASED_BATCH];
 } phased_stash_t;
 
+/* Freed large blocks (classes from 16 KiB up to tcache_max), oldest first,
+ * within the byte budgets; see tcache_large.c. */
+#define TC_LARGE_SLOTS_MAX 64
+typedef struct large_cache {
+    dpm_mutex_t lock;            /* the owner on every op, and reclaimers */
+    unsigned n, nslots;
+    size_t bytes;                /* usable bytes held (read racily by stats) */
+    bool used;                   /* a put or take since the last reclaim pass */
+    bool reserved;               /* holds tcache_large_bytes of the global cap */
+    uint32_t takes;              /* owner only: paces arena decay ticks */
+    span_t *blocks[TC_LARGE_SLOTS_MAX];
+} CACHE_ALIGNED large_cache_t;
+
 typedef struct tcache {
     tc_bin_t none;              /* tag 0: all zero, so empty and full */
     tc_bin_t bins[TC_NBINS];
@@ -81,16 +94,6 @@ typedef struct tcache {
     uintptr_t leaf_key;
     uintptr_t leaf_base;
     arena_t *arena;
-    /* One freed large block that no bin takes (beyond tcache_max, or not
-     * of a class size because it grew), kept for the thread's next large
-     * request of 1/4 to all of its size: alloc/grow/free and same-size
-     * alloc/free loops of big blocks then take no lock. Handed out whole,
-     * so such a block has room reserved to grow in place (realloc). Any
-     * other large request, a flush, and two idle trim rounds send it home. */
-    span_t *spare;
-    size_t spare_bytes;         /* its usable bytes, for stats (atomic) */
-    bool spare_used;            /* parked or handed out since the last trim */
-    uint32_t spare_takes;
     bool manual_slots;          /* slots of the manual bins are allocated */
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
@@ -100,6 +103,7 @@ typedef struct tcache {
     bool enabled;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
     slow_samples_t samples;
+    large_cache_t large;
 } CACHE_ALIGNED tcache_t;
 
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
@@ -195,13 +199,27 @@ void tcache_init_free_key(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
-/* Parks large block s (of tc's arena, not cacheable in a bin) as tc's
- * spare, sending a smaller previous spare home; false if s does not
- * qualify or is smaller than the spare there. */
-bool tcache_spare_park(tcache_t *tc, span_t *s);
-/* The spare as a block for a request of size bytes (page aligned, offset
- * 0), or NULL; a spare that does not fit is sent home. */
-void *tcache_spare_take(tcache_t *tc, size_t size);
+/* The large cache (tcache_large.c). A fresh, empty one. */
+void tcache_large_init(large_cache_t *lc);
+/* Keeps freed large block s in tc's large cache, sending older blocks
+ * home to stay within the budgets; false if s does not qualify (not a
+ * whole class-sized block of tc's automatic arena, over a budget). */
+bool tcache_large_put(tcache_t *tc, span_t *s);
+/* A cached block of size's class (page aligned), or NULL. */
+void *tcache_large_take(tcache_t *tc, size_t size);
+/* Sends tc's large blocks home (those of arena `only`, or all if NULL);
+ * idle_only: only if the cache was not used since the last such call.
+ * Any thread may call it. Returns the usable bytes sent home. */
+size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only);
+size_t tcache_large_bytes(const tcache_t *tc);
+/* Slots of tc's large cache if blocks of size's class are cached, else 0. */
+unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
+/* thread.tcache.ncached_max.write for large classes (flushes first). */
+void tcache_large_set_slots(tcache_t *tc, unsigned n);
+/* Bytes reserved by all threads' large caches (<= tcache_large_bytes_total). */
+size_t tcache_large_bytes_reserved(void);
+/* tcache_large_flush on every live thread's cache; returns the bytes. */
+size_t tcaches_reclaim_large(bool idle_only, const arena_t *only);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
 /* Counts a slow-path event; every TC_GC_EVERY trims one bin. */

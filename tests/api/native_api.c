@@ -413,60 +413,124 @@ static bool opt_bool(const char *name)
 
 /* The spare slot belongs to the thread cache and stands aside for the
  * junk and zero options. */
-static bool spare_in_use(void) { return opt_bool("opt.tcache") && !opt_bool("opt.junk") && !opt_bool("opt.zero"); }
-
-/* The thread's spare large block (src/tcache.h): a freed big block serves
- * the next big request of 1/4 to all of its size, whole, so that the new
- * block grows into it without moving; contents are the caller's, a shrink
- * far below the request gives pages back, and a flush sends it home. */
-TEST(large_spare)
+static bool large_cache_in_use(void)
 {
-    dpm_free(dpm_malloc(16));   /* the thread has a cache (and so a spare slot) */
-    const size_t quarter = 256 << 10;
-    unsigned char *p = dpm_malloc(quarter);
-    EXPECT_NONNULL(p);
-    if (!p)
-        return;
-    unsigned char *q = dpm_realloc(p, 4 * quarter);   /* room to grow in place */
-    EXPECT(q != NULL, "grow to 1 MiB failed");
-    if (!q)
-        return;
-    size_t big = dpm_usable_size(q);
-    dpm_free(q);
-    unsigned char *a = dpm_malloc(quarter);
-    EXPECT_NONNULL(a);
-    if (!a)
-        return;
-    if (spare_in_use())
-        EXPECT(dpm_usable_size(a) == big, "the spare is handed out whole: usable %zu, spare %zu",
-               dpm_usable_size(a), big);
-    test_fill(a, quarter, 9);
-    unsigned char *b = dpm_realloc(a, 2 * quarter);
-    EXPECT(b == a, "grow within the spare moved %p -> %p", (void *)a, (void *)b);
-    b = dpm_realloc(b, big);
-    EXPECT(b == a, "grow to the spare's size moved %p -> %p", (void *)a, (void *)b);
-    EXPECT(test_check(b, quarter, 9) == quarter, "contents lost growing within the spare");
-    test_fill(b, big, 10);
-    /* far below what was asked: the tail goes back */
-    unsigned char *c = dpm_realloc(b, quarter / 4);
-    EXPECT_NONNULL(c);
-    if (c) {
-        EXPECT(dpm_usable_size(c) < big, "shrink to %zu kept all %zu bytes", quarter / 4, big);
-        EXPECT(test_check(c, quarter / 4, 10) == quarter / 4, "contents lost in shrink");
+    return opt_bool("opt.tcache") && !opt_bool("opt.junk") && !opt_bool("opt.zero");
+}
+
+static size_t read_size_t(const char *name)
+{
+    uint64_t epoch = 1;
+    size_t elen = sizeof epoch, v = 0, len = sizeof v;
+    dpm_ctl("epoch", &epoch, &elen, &epoch, sizeof epoch);
+    if (dpm_ctl(name, &v, &len, NULL, 0) != 0)
+        return (size_t)-1;
+    return v;
+}
+
+static uint64_t arena_lock_ops(void)
+{
+    unsigned a = 0;
+    size_t len = sizeof a;
+    dpm_ctl("thread.arena", &a, &len, NULL, 0);
+    char name[96];
+    snprintf(name, sizeof name, "stats.arenas.%u.mutexes.arena.num_ops", a);
+    uint64_t epoch = 1, v = 0;
+    size_t elen = sizeof epoch;
+    len = sizeof v;
+    dpm_ctl("epoch", &epoch, &elen, &epoch, sizeof epoch);
+    dpm_ctl(name, &v, &len, NULL, 0);
+    return v;
+}
+
+/* The thread cache's large blocks (src/tcache_large.c): a freed large
+ * block serves the thread's next request of its class, whole classes
+ * only (usable at most a quarter over the request); the cache stays
+ * within tcache_large_bytes; same-size loops of big blocks run from it
+ * without the arena lock, and grow-by-realloc loops grow in place (blocks
+ * that grew go home, where the next chain finds room after them); a
+ * shrink gives the tail back; thread.tcache.flush sends the blocks home. */
+TEST(large_cache)
+{
+    dpm_free(dpm_malloc(16));   /* the thread has a cache */
+    static const size_t sizes[] = {14337, 20000, 65537, 100000, 300000, 1 << 20, (3 << 20) + 1, 4 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = dpm_malloc(sizes[i]);
+        EXPECT(dpm_usable_size(p) <= sizes[i] + sizes[i] / 4, "malloc(%zu): usable %zu, over 1.25x", sizes[i],
+               dpm_usable_size(p));
+        dpm_free(p);
+        void *q = dpm_malloc(sizes[i]);   /* again, from the cache or not */
+        EXPECT(dpm_usable_size(q) <= sizes[i] + sizes[i] / 4, "again malloc(%zu): usable %zu", sizes[i],
+               dpm_usable_size(q));
+        dpm_free(q);
     }
-    dpm_free(c);
-    /* a request that does not fit sends the spare home and is served fresh */
-    void *x = dpm_malloc(8 << 20), *y = dpm_malloc(8 << 20);
-    EXPECT(x != NULL && y != NULL && x != y, "two live 8 MiB blocks: %p %p", x, y);
-    dpm_free(x);
-    dpm_free(y);
-    /* thread.tcache.flush empties the slot: the same size comes from the page heap */
+    if (!large_cache_in_use())
+        return;
     EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
-    void *z = dpm_malloc(8 << 20);
-    EXPECT_NONNULL(z);
-    if (z)
-        test_fill(z, 8 << 20, 11);
-    dpm_free(z);
+    void *p = dpm_malloc(300000);
+    dpm_free(p);
+    void *q = dpm_malloc(290000);   /* same class (320 KiB) */
+    EXPECT(q == p, "a freed 300000-byte block does not serve 290000: %p, %p", p, q);
+    void *r = dpm_malloc(100000);   /* another class */
+    EXPECT(r != p, "a block of another class was handed out");
+    dpm_free(q);
+    dpm_free(r);
+
+    /* the budget: eight freed 1 MiB blocks leave at most tcache_large_bytes */
+    size_t budget = read_size_t("opt.tcache_large_bytes");
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    size_t before = read_size_t("stats.tcache_bytes");
+    void *big[8];
+    for (int i = 0; i < 8; i++)
+        big[i] = dpm_malloc(1 << 20);
+    for (int i = 0; i < 8; i++)
+        dpm_free(big[i]);
+    size_t held = read_size_t("stats.tcache_bytes") - before;
+    EXPECT(held <= budget && held >= budget / 2, "8 x 1 MiB freed: the cache holds %zu bytes (budget %zu)", held,
+           budget);
+
+    /* alloc / grow by realloc / free loops run from the cache */
+    for (int round = 0; round < 3; round++) {
+        unsigned char *a = dpm_malloc(256 << 10);
+        test_fill(a, 256 << 10, 3);
+        a = dpm_realloc(a, 512 << 10);
+        a = dpm_realloc(a, 1 << 20);
+        EXPECT(test_check(a, 256 << 10, 3) == 256 << 10, "contents lost growing");
+        dpm_free(a);
+    }
+    /* same-size loops of big blocks take no arena lock (but a decay tick
+     * every 16 takes) */
+    uint64_t ops0 = arena_lock_ops();
+    for (int round = 0; round < 100; round++)
+        dpm_free(dpm_malloc(600000));
+    uint64_t ops = arena_lock_ops() - ops0;
+    EXPECT(ops <= 10, "100 rounds of malloc(600000)/free took the arena lock %llu times", (unsigned long long)ops);
+    /* growth chains grow in place: no copy */
+    int in_place = 0;
+    for (int round = 0; round < 100; round++) {
+        char *a = dpm_malloc(256 << 10), *a0 = a;
+        a = dpm_realloc(a, 512 << 10);
+        in_place += a == a0;
+        a0 = a;
+        a = dpm_realloc(a, 1 << 20);
+        in_place += a == a0;
+        dpm_free(a);
+    }
+    EXPECT(in_place >= 180, "alloc 256 KiB, realloc 512 KiB, 1 MiB, free: %d of 200 reallocs grew in place", in_place);
+
+    /* shrinking far below gives the tail back; contents stay */
+    unsigned char *b = dpm_malloc(2 << 20);
+    test_fill(b, 2 << 20, 4);
+    unsigned char *c = dpm_realloc(b, 100000);
+    EXPECT(c != NULL && dpm_usable_size(c) <= 125000, "shrink to 100000 kept %zu bytes",
+           c ? dpm_usable_size(c) : 0);
+    EXPECT(c != NULL && test_check(c, 100000, 4) == 100000, "contents lost in shrink");
+    dpm_free(c);
+
+    /* thread.tcache.flush sends every cached large block home */
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    EXPECT(read_size_t("stats.tcache_bytes") < 1 << 20, "after a flush the caches hold %zu bytes",
+           read_size_t("stats.tcache_bytes"));
 }
 
 TEST(realloc_aligned)
@@ -675,7 +739,7 @@ int main(void)
     RUN(aligned_at_property);
     RUN(aligned_many_live);
     RUN(realloc_basic);
-    RUN(large_spare);
+    RUN(large_cache);
     RUN(realloc_aligned);
     RUN(zalloc_zeroed_after_reuse);
     RUN(random_mixed);

@@ -225,7 +225,8 @@ TEST(settings_take_effect)
         EXPECT_KV(&res, "ncached.4096", "0");
         EXPECT_KV(&res, "ncached.65536", "0");
     }
-    /* slot counts: small classes clamp to [min, max], large get nslots_large */
+    /* slot counts: small classes clamp to [min, max]; cached large classes
+     * report the large cache's slots */
     run_conf(child_path, "tcache_nslots_small_min:3,tcache_nslots_small_max:3,tcache_nslots_large:9", &res);
     if (SPAWN_OK(&res)) {
         EXPECT_KV(&res, "ncached.16", "3");
@@ -250,7 +251,11 @@ TEST(range_ends_accepted)
         {"tcache_max:8388608", "opt.tcache_max", "8388608"},
         {"tcache_nslots_small_min:1", "opt.tcache_nslots_small_min", "1"},
         {"tcache_nslots_small_max:2048", "opt.tcache_nslots_small_max", "2048"},
-        {"tcache_nslots_large:2048", "opt.tcache_nslots_large", "2048"},
+        {"tcache_nslots_large:0", "opt.tcache_nslots_large", "0"},
+        {"tcache_nslots_large:64", "opt.tcache_nslots_large", "64"},
+        {"tcache_large_bytes:0", "opt.tcache_large_bytes", "0"},
+        {"tcache_large_bytes:1073741824", "opt.tcache_large_bytes", "1073741824"},
+        {"tcache_large_bytes_total:0", "opt.tcache_large_bytes_total", "0"},
         {"lg_tcache_nslots_mul:0", "opt.lg_tcache_nslots_mul", "0"},
         {"lg_tcache_nslots_mul:8", "opt.lg_tcache_nslots_mul", "8"},
         {"dirty_decay_ms:-1", "opt.dirty_decay_ms", "-1"},
@@ -339,7 +344,8 @@ TEST(bad_values_warn_once_and_keep_default)
         {"tcache_max:8388609", "tcache_max", "tcache_max:8388609"},
         {"tcache_nslots_small_min:0", "tcache_nslots_small_min", "tcache_nslots_small_min:0"},
         {"tcache_nslots_small_max:2049", "tcache_nslots_small_max", "tcache_nslots_small_max:2049"},
-        {"tcache_nslots_large:0", "tcache_nslots_large", "tcache_nslots_large:0"},
+        {"tcache_nslots_large:65", "tcache_nslots_large", "tcache_nslots_large:65"},
+        {"tcache_large_bytes:1073741825", "tcache_large_bytes", "tcache_large_bytes:1073741825"},
         {"lg_tcache_nslots_mul:9", "lg_tcache_nslots_mul", "lg_tcache_nslots_mul:9"},
         {"dirty_decay_ms:-2", "dirty_decay_ms", "dirty_decay_ms:-2"},
         {"dirty_decay_ms:2147483648", "dirty_decay_ms", "dirty_decay_ms:2147483648"},

@@ -36,23 +36,21 @@ enum { NBLOCKS = 50 };
 static char self_exe[4096];
 
 /* Allocation activity that reaches the arena: small blocks kept a while,
- * and blocks above the thread-cache limit (opt.tcache_max, whatever it is). */
+ * and a large block taken from the thread's arena directly
+ * (dpm_malloc_arena bypasses the thread cache, whatever its limits). */
 static void activity(void)
 {
     static void *keep[256];
     static unsigned next;
-    static size_t uncached;
-    if (uncached == 0) {
-        size_t tmax = 0, len = sizeof tmax;
-        dpm_ctl("opt.tcache_max", &tmax, &len, NULL, 0);
-        uncached = (tmax > 40000 ? tmax : 40000) + 4096;
-    }
+    unsigned arena = 0;
+    size_t len = sizeof arena;
+    dpm_ctl("thread.arena", &arena, &len, NULL, 0);
     for (int i = 0; i < 64; i++) {
         unsigned k = next++ % 256;
         dpm_free(keep[k]);
         keep[k] = dpm_malloc(16 + (size_t)(next * 37 % 2000));
     }
-    void *big = dpm_malloc(uncached + (next % 8) * 4096);
+    void *big = dpm_malloc_arena(arena, 40000 + (next % 8) * 4096, 0);
     dpm_free(big);
 }
 

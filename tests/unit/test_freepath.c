@@ -1,7 +1,7 @@
 /*
  * test_freepath.c - what the free fast path (alloc.h) relies on: page-map
- * entries tagged with their span's tcache_class (slabs on every page,
- * cached and uncached large blocks, a large block grown in place), and
+ * entries tagged with their span's tcache_class (slabs on every page;
+ * large blocks, tag 0, also when grown in place), and
  * the thread's cached page-map leaf following frees across 4 GiB
  * regions, with frees still landing in their bin and an immediate double
  * free still caught right after a leaf switch (in a child process); and
@@ -46,17 +46,17 @@ static void test_tags(void)
     expect_tagged_pages(small, "64-byte block");
     EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)small)) == tc_tag_of_class(sc_of_size(64)),
                 "a 64-byte block's tag is not its class's");
-    void *cached = dpm_malloc(20 << 10);   /* a class-rounded large block: cached */
-    expect_tagged_pages(cached, "cached large block");
-    EXPECT_TRUE(span_of(cached)->tcache_class != TC_NONE, "a 20 KiB block is not cached");
-    void *big = dpm_malloc(4 << 20);       /* above tcache_max: tag 0 */
-    expect_tagged_pages(big, "uncached large block");
-    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)big)) == 0, "an uncached block has a tag");
+    /* large blocks carry tag 0: their frees reach the large cache through
+     * the slow path */
+    void *cached = dpm_malloc(20 << 10);
+    expect_tagged_pages(cached, "cacheable large block");
+    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)cached)) == 0, "a large block has a tag");
+    void *big = dpm_malloc(4 << 20);
+    expect_tagged_pages(big, "large block");
+    EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)big)) == 0, "a large block has a tag");
     void *grown = dpm_realloc(cached, 300 << 10);
-    if (grown == cached) {   /* grown in place: no longer its class's size, no longer cached */
+    if (grown == cached)
         expect_tagged_pages(grown, "large block grown in place");
-        EXPECT_TRUE(radix_entry_tag(radix_entry((uintptr_t)grown)) == 0, "a grown block keeps its tag");
-    }
     dpm_free(small);
     dpm_free(grown);
     dpm_free(big);

@@ -1,0 +1,189 @@
+/*
+ * tcache_large.c - the thread cache's large blocks (see tcache.h): freed
+ * blocks of the large classes (16 KiB up to tcache_max) kept per thread
+ * for the thread's next request of the same class, within a byte budget
+ * per thread (tcache_large_bytes) and a cap over all threads
+ * (tcache_large_bytes_total).
+ *
+ * Unlike the small bins, which only their thread touches, a large cache
+ * has a lock: its owner takes it on every put and take (elided while the
+ * process has one thread), so that other threads — the background thread
+ * once the cache sat idle for a decay pass, malloc_trim, arena.<i>.purge —
+ * can send its blocks home without the owner's help. Blocks in a large
+ * cache are marked parked: a free of one is a double free.
+ *
+ * May call: arena (sending blocks home, decay ticks). Lock order: the
+ * cache list lock, then a large cache's lock, then arena locks.
+ */
+#include "conf.h"
+#include "global.h"
+#include "tcache.h"
+
+/* The cap over all threads is kept by reservation: a cache that starts
+ * holding blocks reserves its whole budget (tcache_large_bytes) from
+ * tcache_large_bytes_total, and gives it back when it is emptied by a
+ * flush or a reclaim. Puts and takes then need no shared counter; a cache
+ * that finds the cap taken holds nothing until it tries again at its next
+ * put. large_reserved: bytes reserved by all caches. */
+static size_t large_reserved;
+
+#define LARGE_TICK_EVERY 16   /* takes between decay ticks of the arena */
+
+static size_t large_block_max(void)
+{
+    size_t m = opt.tcache_large_bytes < opt.tcache_max ? opt.tcache_large_bytes : opt.tcache_max;
+    return m < LARGE_ROUND_MAX ? m : LARGE_ROUND_MAX;
+}
+
+/* Caches are off for threads without one and for the junk and zero
+ * options, which fill every block on its way. */
+static bool large_cache_in_play(const tcache_t *tc)
+{
+    return tc != &tcache_empty && tc->large.nslots != 0 && !opt.junk && !opt.zero;
+}
+
+void tcache_large_init(large_cache_t *lc)
+{
+    mutex_init(&lc->lock);
+    lc->n = 0;
+    lc->bytes = 0;
+    lc->reserved = false;
+    lc->used = false;
+    lc->takes = 0;
+    lc->nslots = opt.tcache_nslots_large < TC_LARGE_SLOTS_MAX ? opt.tcache_nslots_large : TC_LARGE_SLOTS_MAX;
+    if (large_block_max() <= SMALL_MAX)
+        lc->nslots = 0;
+}
+
+/* Removes block i (lock held) and returns it, no longer parked. */
+static span_t *large_remove(large_cache_t *lc, unsigned i)
+{
+    span_t *s = lc->blocks[i];
+    for (unsigned k = i + 1; k < lc->n; k++)
+        lc->blocks[k - 1] = lc->blocks[k];
+    lc->n--;
+    __atomic_store_n(&lc->bytes, lc->bytes - s->usable, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
+    return s;
+}
+
+/* Reserves the cache's budget from the cap over all threads (lock held). */
+static bool large_reserve(large_cache_t *lc)
+{
+    if (lc->reserved)
+        return true;
+    size_t want = opt.tcache_large_bytes;
+    size_t had = __atomic_load_n(&large_reserved, __ATOMIC_RELAXED);
+    do {
+        if (had + want > opt.tcache_large_bytes_total || had + want < had)
+            return false;
+    } while (!__atomic_compare_exchange_n(&large_reserved, &had, had + want, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    lc->reserved = true;
+    return true;
+}
+
+/* An empty cache gives its reservation back (lock held). */
+static void large_release_reservation(large_cache_t *lc)
+{
+    if (lc->n == 0 && lc->reserved) {
+        __atomic_fetch_sub(&large_reserved, opt.tcache_large_bytes, __ATOMIC_RELAXED);
+        lc->reserved = false;
+    }
+}
+
+/* Sends the oldest blocks home until `need` more bytes fit in the budget
+ * and a slot is free; false if they cannot (need is over the budget, or
+ * the cap over all threads leaves this cache no reservation). */
+static bool large_make_room(large_cache_t *lc, size_t need)
+{
+    if (need > opt.tcache_large_bytes || !large_reserve(lc))
+        return false;
+    while (lc->n == lc->nslots || lc->bytes + need > opt.tcache_large_bytes)
+        arena_free_large(large_remove(lc, 0));
+    return true;
+}
+
+bool tcache_large_put(tcache_t *tc, span_t *s)
+{
+    large_cache_t *lc = &tc->large;
+    /* Only whole, untyped, class-sized blocks of the thread's own automatic
+     * arena: what a later request of that class can be served with as is.
+     * Not blocks that realloc grew: they end a chain of growth (s, 2s,
+     * 4s ...), and the next such chain grows in place only where they
+     * coalesce back into the page heap; cached, they would be taken whole
+     * by the chain's next step and its contents copied. */
+    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->grew || s->arena != tc->arena || s->arena->manual ||
+        s->type_id != 0 || s->base != s->start || s->size_class < NSMALL || s->usable != sc_size(s->size_class) ||
+        s->usable > large_block_max())
+        return false;
+    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    bool ok = large_make_room(lc, s->usable);
+    if (ok) {
+        __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
+        lc->blocks[lc->n++] = s;
+        __atomic_store_n(&lc->bytes, lc->bytes + s->usable, __ATOMIC_RELAXED);
+        lc->used = true;
+    }
+    mutex_unlock_elidable(&lc->lock, held);
+    return ok;
+}
+
+void *tcache_large_take(tcache_t *tc, size_t size)
+{
+    large_cache_t *lc = &tc->large;
+    if (!large_cache_in_play(tc) || size > large_block_max() || size <= SMALL_MAX)
+        return NULL;
+    unsigned c = sc_of_size(size);
+    span_t *s = NULL;
+    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    for (unsigned i = lc->n; i-- > 0;)
+        if (lc->blocks[i]->size_class == c) {
+            s = large_remove(lc, i);
+            break;
+        }
+    lc->used |= s != NULL;
+    mutex_unlock_elidable(&lc->lock, held);
+    if (s == NULL)
+        return NULL;
+    /* Arenas run decay from their own operations: a thread whose big
+     * blocks all come from here still ticks its arena now and then. */
+    if (++lc->takes % LARGE_TICK_EVERY == 0)
+        arena_tick_now(tc->arena);
+    s->requested = size;
+    return (void *)s->base;
+}
+
+size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
+{
+    large_cache_t *lc = &tc->large;
+    size_t sent = 0;
+    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    if (!idle_only || !lc->used) {
+        for (unsigned i = lc->n; i-- > 0;)
+            if (only == NULL || lc->blocks[i]->arena == only) {
+                span_t *s = large_remove(lc, i);
+                sent += s->usable;
+                arena_free_large(s);
+            }
+        large_release_reservation(lc);
+    }
+    lc->used = false;
+    mutex_unlock_elidable(&lc->lock, held);
+    return sent;
+}
+
+unsigned tcache_large_slots_for(const tcache_t *tc, size_t size)
+{
+    return large_cache_in_play(tc) && size > SMALL_MAX && size <= large_block_max() ? tc->large.nslots : 0;
+}
+
+void tcache_large_set_slots(tcache_t *tc, unsigned n)
+{
+    tcache_large_flush(tc, false, NULL);
+    tc->large.nslots = n < TC_LARGE_SLOTS_MAX ? n : TC_LARGE_SLOTS_MAX;
+}
+
+size_t tcache_large_bytes(const tcache_t *tc) { return __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED); }
+
+size_t tcache_large_bytes_reserved(void) { return __atomic_load_n(&large_reserved, __ATOMIC_RELAXED); }
