@@ -140,18 +140,23 @@ static void free_home(void *p, span_t *s)
         arena_free_large(s);
 }
 
+/* Blocks of manual arenas always come here (their tags name bins that are
+ * always full); tcache_bin_for caches them only in their bound threads. */
 static void free_slow_body(void *p, span_t *s)
 {
-    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
+    unsigned c = TC_NONE;
+    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
+        c = tcache_bin_for(tls_tcache, s);
+    if (c != TC_NONE) {
         tcache_t *tc = tls_tcache;
-        tc_bin_t *b = &tc->bins[s->tcache_class];
-        if (b->head != NULL && *b->head == p)
+        tc_bin_t *b = &tc->bins[c];
+        if (*b->head == p)
             dpm_misuse("free", p, "double free of");
         tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);
         else
-            tcache_free_full(tc, s->tcache_class, p);
+            tcache_free_full(tc, c, p);
         return;
     }
     if (s->kind == SPAN_LARGE && tcache_spare_park(tls_tcache, s))
