@@ -2,8 +2,10 @@
  * tcache.h - thread caches: per thread, per size class, a bounded stack of
  * free blocks. malloc pops, free pushes; a miss fills half a stack from the
  * arena's bin in one locked batch, an overflow flushes half a stack back.
- * Blocks freed by a thread other than their allocator simply join that
- * thread's cache and go home in its next flush (batched remote free).
+ * Blocks of automatic arenas freed by a thread other than their allocator
+ * simply join that thread's cache and go home in its next flush (batched
+ * remote free); blocks of manual arenas join only the caches of threads
+ * bound to their arena (see below).
  * Caches are trimmed by low water: every few slow-path events one bin
  * gives back 3/4 of the blocks it did not need since its last trim.
  *
