@@ -34,7 +34,7 @@ static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroye
 static void arena_fresh_state(arena_t *a, const char *name, bool reused)
 {
     pool_t spans = a->ph.spans, type_arrays = a->ph.type_arrays;
-    memset(&a->ph, 0, sizeof(*a) - offsetof(arena_t, ph));
+    memset((char *)a + offsetof(arena_t, ph), 0, sizeof(*a) - offsetof(arena_t, ph));
     mutex_init(&a->special_lock);
     ph_init(&a->ph, a);
     if (reused) {
