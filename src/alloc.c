@@ -141,19 +141,24 @@ static void free_home(void *p, span_t *s)
         arena_free_large(s);
 }
 
+/* Blocks of manual arenas always come here (their tags name bins that are
+ * always full); tcache_bin_for caches them only in their bound threads. */
 static void free_slow_body(void *p, span_t *s, const char *call)
 {
-    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED) {
+    unsigned c = TC_NONE;
+    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
+        c = tcache_bin_for(tls_tcache, s);
+    if (c != TC_NONE) {
         tcache_t *tc = tls_tcache;
-        tc_bin_t *b = &tc->bins[s->tcache_class];
+        tc_bin_t *b = &tc->bins[c];
         if (unlikely(*tc_key_word(p) == tc_free_key))
-            tcache_confirm_not_cached(p, s->tcache_class, call, "double free of");
+            tcache_confirm_not_cached(p, c, call, "double free of");
         *tc_key_word(p) = tc_free_key;
         tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);
         else
-            tcache_free_full(tc, s->tcache_class, p);
+            tcache_free_full(tc, c, p);
         return;
     }
     if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tls_tcache, s))
@@ -297,7 +302,7 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
 static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
     if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == tc_free_key))
-        tcache_confirm_not_cached(p, s->tcache_class, call, "use after free of");
+        tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, "use after free of");
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
     /* secure mode checks sized frees against the class: a block stays in

@@ -18,9 +18,6 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 static unsigned next_arena;
 
-/* Fresh state for a new arena or a destroyed slot being reused. A reused
- * slot keeps only its descriptor pools (their memory is metadata that was
- * never given back); counters, special bins and names start over. */
 uint8_t arena_cache_class(const arena_t *a, unsigned c)
 {
     if (c >= g.tcache_nclasses)
@@ -28,23 +25,22 @@ uint8_t arena_cache_class(const arena_t *a, unsigned c)
     return (uint8_t)(a->manual ? c + TC_MANUAL_BASE : c);
 }
 
-static void arena_init_fields(arena_t *a, unsigned index, bool manual, const char *name)
+static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE); }
+
+/* Fresh state, from ph on, for a new arena or a destroyed slot being
+ * reused. A reused slot keeps only its descriptor pools (their memory is
+ * metadata that was never given back); counters, special bins and names
+ * start over. */
+static void arena_fresh_state(arena_t *a, const char *name, bool reused)
 {
     pool_t spans = a->ph.spans, type_arrays = a->ph.type_arrays;
-    bool reused = a->destroyed;
-    memset(a, 0, sizeof(*a));
-    mutex_init(&a->lock);
+    memset((char *)a + offsetof(arena_t, ph), 0, sizeof(*a) - offsetof(arena_t, ph));
     mutex_init(&a->special_lock);
     ph_init(&a->ph, a);
     if (reused) {
         a->ph.spans = spans;
         a->ph.type_arrays = type_arrays;
     }
-    a->index = index;
-    a->manual = manual;
-    a->destroyed = false;
-    a->nthreads = 0;
-    memset(a->name, 0, sizeof(a->name));
     if (name != NULL)
         strncpy(a->name, name, sizeof(a->name) - 1);
     a->dirty_decay_ms = opt.dirty_decay_ms;
@@ -57,9 +53,27 @@ static void arena_init_fields(arena_t *a, unsigned index, bool manual, const cha
 static arena_t *arena_create(unsigned index, bool manual, const char *name)
 {
     arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
-    if (a != NULL)
-        arena_init_fields(a, index, manual, name);
+    if (a == NULL)
+        return NULL;
+    mutex_init(&a->lock);
+    a->index = index;
+    a->manual = manual;
+    a->destroyed = false;
+    a->nthreads = 0;
+    arena_fresh_state(a, name, false);
     return a;
+}
+
+/* A destroyed slot made new, under arenas_lock. Its lock is held
+ * meanwhile: an ENOMEM retry on another thread may be purging every
+ * arena, this one included. */
+static void arena_reuse(arena_t *a, const char *name)
+{
+    mutex_lock(&a->lock);
+    arena_fresh_state(a, name, true);
+    a->lock.n_acquired = a->lock.n_contended = a->lock.wait_ns_total = a->lock.wait_ns_max = 0;
+    mutex_unlock(&a->lock);
+    __atomic_store_n(&a->destroyed, false, __ATOMIC_RELEASE);
 }
 
 static void arena_publish(unsigned index, arena_t *a)
@@ -75,7 +89,7 @@ arena_t *arena_get(unsigned index)
         return NULL;
     arena_t *a = __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE);
     if (likely(a != NULL))
-        return a->destroyed ? NULL : a;
+        return is_destroyed(a) ? NULL : a;
     if (index >= narenas_auto)
         return NULL;   /* manual arenas exist only through arenas.create */
     mutex_lock(&arenas_lock);
@@ -102,7 +116,7 @@ int arena_create_manual(const char *name, unsigned *out)
         if (a != NULL && !a->destroyed)
             continue;
         if (a != NULL)
-            arena_init_fields(a, i, true, name);
+            arena_reuse(a, name);
         else if ((a = arena_create(i, true, name)) == NULL) {
             err = ENOMEM;
             break;
@@ -167,13 +181,9 @@ static void forget_all_bins(arena_t *a)
             bin_forget_all(a->special[s].bin);
 }
 
-int arena_reset(unsigned index)
+/* Gives every page of a back at once; arenas_lock held. */
+static void release_all(arena_t *a)
 {
-    arena_t *a = index < MAX_ARENAS ? __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE) : NULL;
-    if (a == NULL || a->destroyed)
-        return ENOENT;
-    if (!a->manual)
-        return EPERM;
     mutex_lock(&a->special_lock);
     lock_all_bins(a, true);
     mutex_lock(&a->lock);
@@ -186,22 +196,55 @@ int arena_reset(unsigned index)
     mutex_unlock(&a->lock);
     lock_all_bins(a, false);
     mutex_unlock(&a->special_lock);
-    return 0;
 }
 
-int arena_destroy(unsigned index)
+/* Reset (destroy false) or destroy of the arena at index, refused while
+ * more than may_be_bound threads are bound. The whole operation holds
+ * arenas_lock, which binding (arena_bind_thread) and arenas.create take
+ * too: no thread binds between the count and the release, no second
+ * destroy releases the arena again, and no create reuses the slot before
+ * the destroy is done. */
+static int release_arena(unsigned index, uint32_t may_be_bound, bool destroy)
 {
-    arena_t *a = index < MAX_ARENAS ? __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE) : NULL;
-    if (a != NULL && a->manual && __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) != 0)
-        return EBUSY;
-    int err = arena_reset(index);
+    if (index >= MAX_ARENAS)
+        return ENOENT;
+    int err = 0;
+    mutex_lock(&arenas_lock);
+    arena_t *a = arenas[index];
+    if (a == NULL || a->destroyed)
+        err = ENOENT;
+    else if (!a->manual)
+        err = EPERM;
+    else if (__atomic_load_n(&a->nthreads, __ATOMIC_ACQUIRE) > may_be_bound)
+        err = EBUSY;
     if (err == 0) {
-        mutex_lock(&arenas_lock);
-        a->destroyed = true;
-        mutex_unlock(&arenas_lock);
+        release_all(a);
+        if (destroy)
+            __atomic_store_n(&a->destroyed, true, __ATOMIC_RELEASE);
     }
+    mutex_unlock(&arenas_lock);
     return err;
 }
+
+int arena_reset(unsigned index, const arena_t *callers)
+{
+    bool mine = index < MAX_ARENAS && callers != NULL && callers == __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE);
+    return release_arena(index, mine ? 1 : 0, false);
+}
+
+int arena_destroy(unsigned index) { return release_arena(index, 0, true); }
+
+bool arena_bind_thread(arena_t *a)
+{
+    mutex_lock(&arenas_lock);
+    bool alive = !a->destroyed;
+    if (alive)
+        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    mutex_unlock(&arenas_lock);
+    return alive;
+}
+
+void arena_unbind_thread(arena_t *a) { __atomic_fetch_sub(&a->nthreads, 1, __ATOMIC_RELEASE); }
 
 /* ---- decay clock ------------------------------------------------------- */
 
@@ -283,7 +326,7 @@ void arenas_release_free_memory(void)
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (a != NULL)
+        if (a != NULL && !is_destroyed(a))
             arena_purge_all(a);
     }
 }

@@ -16,10 +16,13 @@
 #define ARENA_SPECIAL_SLOTS 128
 #define NLARGE_STATS (NCLASSES - NSMALL)
 #define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
-/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE: those
- * bins are live only in the caches of threads bound to a manual arena, so
- * no other thread ever caches such a block (see tcache.h). */
+/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE, a
+ * cache bin that never has slots: the free fast path finds it full and
+ * leaves the block to the slow path, which caches it (in bin `class`) only
+ * for a thread bound to the block's arena (see tcache.h). */
 #define TC_MANUAL_BASE 100
+_Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
+               "manual tags name bins that no class uses");
 #define ARENA_NAME_MAX 32
 
 /* A bin other than the plain one of its class: phased (objects laid at an
@@ -47,13 +50,22 @@ typedef struct large_stats {
 } large_stats_t;
 
 typedef struct arena {
+    /* A slot's identity: kept when a destroyed slot is reused, so that a
+     * thread looking at a slot without arenas_lock reads no field that
+     * the reuse rewrites (arena_get, arenas_release_free_memory). */
     dpm_mutex_t lock;              /* page heap, large stats, decay */
-    page_heap_t ph;
     unsigned index;
     bool manual;                   /* made by arenas.create: may be reset/destroyed */
-    bool destroyed;                /* slot free for the next arenas.create */
+    bool destroyed;                /* slot free for the next arenas.create; written
+                                    * under arenas_lock, read atomically */
+    /* Threads whose allocations go here (tls_arena). For a manual arena it
+     * is raised only under arenas_lock (arena_bind_thread), and lowered
+     * with release order after the thread's cache gave back the arena's
+     * blocks: reset and destroy read it under arenas_lock. */
+    uint32_t nthreads;
+    /* ---- everything below starts over when a slot is reused ---- */
+    page_heap_t ph;
     char name[ARENA_NAME_MAX];
-    uint32_t nthreads;             /* threads whose tcache points here */
     uint64_t clock_ns;             /* coarse clock, refreshed by ticks */
     uint64_t clock_at_cycles;      /* cpu_cycles() when clock_ns was read */
     uint64_t last_decay_ns;
@@ -84,11 +96,21 @@ bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
 /* arenas.create: a new arena (reusing a destroyed slot), index in *out.
  * 0, EAGAIN when all MAX_ARENAS exist, ENOMEM. */
 int arena_create_manual(const char *name, unsigned *out);
-/* Discards every block of a manual arena at once; its segments go back to
- * the OS. Thread caches that hold its blocks must have been flushed.
- * 0, EPERM for automatic arenas, ENOENT for unknown ones. */
-int arena_reset(unsigned index);
-/* arena_reset, then the slot becomes free; EBUSY while threads are bound. */
+/* Counts one more thread in a (thread.arena), unless a was destroyed:
+ * then false. Atomic with respect to reset and destroy. */
+bool arena_bind_thread(arena_t *a);
+/* The thread that a counted no longer allocates from it, and its cache
+ * holds none of a's blocks (release order: reset and destroy see that). */
+void arena_unbind_thread(arena_t *a);
+/* Discards every block of manual arena `index` at once; its segments go
+ * back to the OS. Only the threads bound to an arena cache its blocks
+ * (tcache.h), so the reset is refused while any thread but the caller is
+ * bound; `callers` is the caller's arena, whose cache the caller flushed.
+ * 0, EBUSY, EPERM for automatic arenas, ENOENT for unknown ones. */
+int arena_reset(unsigned index, const arena_t *callers);
+/* A reset, then the slot becomes free; EBUSY while any thread (the
+ * caller too) is bound. Exactly one of concurrent destroys of one arena
+ * returns 0. */
 int arena_destroy(unsigned index);
 typedef struct large_request {
     size_t size;       /* bytes the caller asked for */

@@ -168,10 +168,7 @@ static int h_thread_arena(const ctl_call_t *c, const void *arg)
     if (err != 0 || w == 0)
         return err;
     arena_t *a = arena_get(want);
-    if (a == NULL)
-        return EINVAL;
-    thread_bind_arena(a);
-    return 0;
+    return a != NULL ? thread_bind_arena(a) : EINVAL;
 }
 
 static int h_tcache_flush(const ctl_call_t *c, const void *arg)
@@ -260,9 +257,11 @@ static int h_arena_reset(const ctl_call_t *c, const void *arg)
         return err;
     if (c->idx[0] >= MAX_ARENAS)
         return ENOENT;
+    /* Of all caches only the caller's may hold the arena's blocks now
+     * (arena_reset refuses while other threads are bound): they go first. */
     if (tls_state == THREAD_CACHED)
-        tcache_flush_all(tls_tcache);   /* this thread's cached blocks go first */
-    return arg != NULL ? arena_destroy((unsigned)c->idx[0]) : arena_reset((unsigned)c->idx[0]);
+        tcache_flush_all(tls_tcache);
+    return arg != NULL ? arena_destroy((unsigned)c->idx[0]) : arena_reset((unsigned)c->idx[0], tls_arena);
 }
 
 static int h_arena_decay_ms(const ctl_call_t *c, const void *arg)

@@ -12,15 +12,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static size_t kernel_page;
+static size_t kernel_page;   /* atomic: the first purges of several threads may race to set it */
 
 size_t os_page_size(void)
 {
-    if (unlikely(kernel_page == 0)) {
+    size_t k = __atomic_load_n(&kernel_page, __ATOMIC_RELAXED);
+    if (unlikely(k == 0)) {
         long p = sysconf(_SC_PAGESIZE);
-        kernel_page = p > 0 ? (size_t)p : PAGE;
+        k = p > 0 ? (size_t)p : PAGE;
+        __atomic_store_n(&kernel_page, k, __ATOMIC_RELAXED);
     }
-    return kernel_page;
+    return k;
 }
 
 void *os_map_aligned(size_t size, size_t align)

@@ -150,12 +150,9 @@ static void add_tcache(const tcache_t *tc, void *arg)
         const tc_bin_t *b = &tc->bins[c];
         add_tc_totals(o, c, __atomic_load_n(&b->nrequests, __ATOMIC_RELAXED), tc->stats[c].nmisses,
                       tc->stats[c].nfills, tc->stats[c].nflushes);
-        for (unsigned k = 0; k < 2; k++) {
-            const tc_bin_t *bin = &tc->bins[c + k * TC_MANUAL_BASE];
-            void **head = __atomic_load_n(&((tc_bin_t *)bin)->head, __ATOMIC_RELAXED);
-            size_t cached = (uint16_t)(bin->top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
-            o->tcache_bytes += cached * sc_size(c);
-        }
+        void **head = __atomic_load_n(&((tc_bin_t *)b)->head, __ATOMIC_RELAXED);
+        size_t cached = (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
+        o->tcache_bytes += cached * sc_size(c);
     }
     o->tcache_bytes += tcache_large_bytes(tc);
     o->samples.alloc_n += tc->samples.alloc_n;

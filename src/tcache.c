@@ -65,8 +65,6 @@ static void list_unlink(tcache_t **list, tcache_t *tc)
 
 /* ---- bin layout -------------------------------------------------------- */
 
-static unsigned class_of_bin(unsigned bin) { return bin >= TC_MANUAL_BASE ? bin - TC_MANUAL_BASE : bin; }
-
 static uint16_t low16(void **p) { return (uint16_t)(uintptr_t)p; }
 
 /* An empty bin whose slots end at top, holding at most ncached_max. */
@@ -92,9 +90,6 @@ static bool tcache_alloc_slots(tcache_t *tc)
     }
     return true;
 }
-
-static bool manual_bins_open(tcache_t *tc, bool open);
-static void *refill_from_manual_bin(tcache_t *tc, unsigned c);
 
 /* A cache with fresh counters; slots of a reused cache are kept. */
 static void tcache_reset(tcache_t *tc, arena_t *arena)
@@ -125,29 +120,32 @@ static void ensure_exit_hook(void)
 }
 
 /* nthreads counts the threads whose allocations go to an arena (assigned
- * round-robin or bound with thread.arena), cached or not. */
-static void set_thread_arena(arena_t *a)
+ * round-robin or bound with thread.arena), cached or not. A thread leaves
+ * its arena only once its cache holds none of the arena's blocks: a
+ * manual arena can be reset or destroyed as soon as its count allows. */
+static void leave_thread_arena(void)
 {
-    if (tls_arena != NULL)
-        __atomic_fetch_sub(&tls_arena->nthreads, 1, __ATOMIC_RELAXED);
-    if (a != NULL)
-        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
-    tls_arena = a;
+    arena_t *old = tls_arena;
+    tls_arena = NULL;
+    if (old != NULL)
+        arena_unbind_thread(old);
 }
 
+/* A bound thread's arena is never destroyed under it (destroy waits for
+ * nthreads 0), so tls_arena, once set, stays valid. */
 arena_t *thread_arena(void)
 {
     arena_t *a = tls_arena;
-    if (likely(a != NULL && !a->destroyed))
+    if (likely(a != NULL))
         return a;
-    if (a != NULL)
-        tls_arena = NULL;   /* its arena was destroyed under it; no longer counted */
-    if (tls_state == THREAD_EXITING)
-        return arena_choose();   /* past the exit hook: nothing would uncount it */
-    set_thread_arena(arena_choose());
-    if (tls_state != THREAD_EXITING)
-        ensure_exit_hook();
-    return tls_arena;
+    a = arena_choose();
+    if (tls_state == THREAD_EXITING || a == NULL)
+        return a;   /* past the exit hook: nothing would uncount it */
+    /* automatic arenas are never destroyed: no need for arena_bind_thread */
+    __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    tls_arena = a;
+    ensure_exit_hook();
+    return a;
 }
 
 bool tcache_create_for_thread(void)
@@ -168,7 +166,6 @@ bool tcache_create_for_thread(void)
             return false;
     }
     tcache_reset(tc, arena);
-    manual_bins_open(tc, arena->manual);
     mutex_lock(&tcaches_lock);
     list_link(&tcaches_live, tc);
     mutex_unlock(&tcaches_lock);
@@ -229,13 +226,6 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
     tc->stats[c].nmisses++;
-    if (tc->arena->manual) {
-        void *p = refill_from_manual_bin(tc, c);
-        if (p != NULL) {
-            tc_block_handed_out(p);
-            return p;
-        }
-    }
     unsigned want = b->ncached_max / 2 + 1;
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
@@ -254,8 +244,6 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     return batch[0];
 }
 
-/* Returns the n oldest blocks of bin c (the end of the stack next to top)
- * to their homes and slides the rest up. */
 /* Returns n cached blocks of class c to their slabs or page heaps. */
 static void send_home(void **objs, unsigned n, unsigned c)
 {
@@ -267,10 +255,11 @@ static void send_home(void **objs, unsigned n, unsigned c)
         arena_free_large(span_of(objs[i]));
 }
 
-static void flush_oldest(tcache_t *tc, unsigned bin, unsigned n)
+/* Returns the n oldest blocks of bin c (the end of the stack next to top)
+ * to their homes and slides the rest up. */
+static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 {
-    tc_bin_t *b = &tc->bins[bin];
-    unsigned c = class_of_bin(bin);
+    tc_bin_t *b = &tc->bins[c];
     if (n == 0)
         return;
     void **top = tc_bin_top(b);
@@ -284,15 +273,14 @@ static void flush_oldest(tcache_t *tc, unsigned bin, unsigned n)
     tc->stats[c].nflushed_objs += n;
 }
 
-void tcache_free_full(tcache_t *tc, unsigned bin, void *p)
+void tcache_free_full(tcache_t *tc, unsigned c, void *p)
 {
-    tc_bin_t *b = &tc->bins[bin];
-    unsigned c = class_of_bin(bin);
-    if (b->ncached_max == 0) {   /* holds nothing (tuned so, or not bound): straight home */
+    tc_bin_t *b = &tc->bins[c];
+    if (b->ncached_max == 0) {   /* holds nothing (tuned so): straight home */
         send_home(&p, 1, c);
         return;
     }
-    flush_oldest(tc, bin, (b->ncached_max + 1) / 2);
+    flush_oldest(tc, c, (b->ncached_max + 1) / 2);
     tc_bin_push(b, p);
 }
 
@@ -331,53 +319,10 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
 void tcache_flush_all(tcache_t *tc)
 {
     tcache_large_flush(tc, false, NULL);
-    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+    for (unsigned c = 0; c < g.tcache_nclasses; c++)
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
-        flush_oldest(tc, c + TC_MANUAL_BASE, tc_bin_count(&tc->bins[c + TC_MANUAL_BASE]));
-    }
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         stash_flush(&tc->stashes[k]);
-}
-
-/* Gives the manual bins their slots (once per cache) and opens or closes
- * them; a closed bin is empty and full. The caller flushed them. */
-static bool manual_bins_open(tcache_t *tc, bool open)
-{
-    if (open && !tc->manual_slots) {
-        for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-            unsigned n = nslots_for_class(c);
-            void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
-            if (slots == NULL)
-                return false;
-            bin_layout(&tc->bins[c + TC_MANUAL_BASE], slots + n, 0);
-        }
-        tc->manual_slots = true;
-    }
-    if (!tc->manual_slots)
-        return true;
-    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        tc_bin_t *b = &tc->bins[c + TC_MANUAL_BASE];
-        bin_layout(b, tc_bin_top(b), open ? nslots_for_class(c) : 0);
-    }
-    return true;
-}
-
-/* A bound thread's miss: blocks it freed into its manual bin come back
- * first, no lock taken. */
-static void *refill_from_manual_bin(tcache_t *tc, unsigned c)
-{
-    tc_bin_t *own = &tc->bins[c + TC_MANUAL_BASE];
-    tc_bin_t *b = &tc->bins[c];
-    unsigned k = tc_bin_count(own);
-    if (k == 0)
-        return NULL;
-    void *first = *own->head++;
-    for (unsigned i = 1; i < k && !tc_bin_full(b); i++)
-        tc_bin_push(b, *own->head++);
-    tc_bin_set_head(own, own->head);
-    own->low_lo = own->top_lo;
-    b->low_lo = low16(b->head);
-    return first;
 }
 
 /* Blocks the bin held unused since its last trim: the ones below the
@@ -405,20 +350,26 @@ void tcache_event(tcache_t *tc)
 
 /* ---- binding and tuning ------------------------------------------------ */
 
-void thread_bind_arena(arena_t *a)
+/* Counted in a first (refused if a is gone), then the cache gives back
+ * the old arena's blocks, then the old arena is left: at no point does
+ * the cache hold blocks of an arena that does not count the thread. */
+int thread_bind_arena(arena_t *a)
 {
+    if (!arena_bind_thread(a))
+        return EINVAL;
     if (tls_state == THREAD_CACHED) {
         tcache_t *tc = tls_tcache;
         tcache_flush_all(tc);
         tc->arena = a;
-        manual_bins_open(tc, a->manual);
     } else if (tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty)
             tc->arena = a;
     }
-    set_thread_arena(a);
+    leave_thread_arena();
+    tls_arena = a;
     ensure_exit_hook();
+    return 0;
 }
 
 void thread_tcache_enable(bool on)
@@ -439,7 +390,6 @@ void thread_tcache_enable(bool on)
     }
     if (tls_state == THREAD_NOCACHE && tc != NULL) {
         tc->enabled = true;
-        manual_bins_open(tc, tc->arena->manual);
         tls_tcache = tc;
         tls_state = THREAD_CACHED;
     } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {
@@ -512,20 +462,22 @@ static void absorb_stats(const tcache_t *tc)
     mutex_unlock(&a->lock);
 }
 
+/* The cache is flushed and its counters absorbed before the thread
+ * leaves its arena, which may be destroyed from then on. */
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;
     tls_tcache = &tcache_empty;
     tls_state = THREAD_EXITING;
-    set_thread_arena(NULL);
-    if (tc == NULL || tc == &tcache_empty)
-        return;
-    tcache_flush_all(tc);
-    absorb_stats(tc);
-    mutex_lock(&tcaches_lock);
-    list_unlink(&tcaches_live, tc);
-    list_link(&tcaches_exited, tc);
-    mutex_unlock(&tcaches_lock);
+    if (tc != NULL && tc != &tcache_empty) {
+        tcache_flush_all(tc);
+        absorb_stats(tc);
+        mutex_lock(&tcaches_lock);
+        list_unlink(&tcaches_live, tc);
+        list_link(&tcaches_exited, tc);
+        mutex_unlock(&tcaches_lock);
+    }
+    leave_thread_arena();
 }
 
 void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg)

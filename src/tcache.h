@@ -2,8 +2,10 @@
  * tcache.h - thread caches: per thread, per size class, a bounded stack of
  * free blocks. malloc pops, free pushes; a miss fills half a stack from the
  * arena's bin in one locked batch, an overflow flushes half a stack back.
- * Blocks freed by a thread other than their allocator simply join that
- * thread's cache and go home in its next flush (batched remote free).
+ * Blocks of automatic arenas freed by a thread other than their allocator
+ * simply join that thread's cache and go home in its next flush (batched
+ * remote free); blocks of manual arenas join only the caches of threads
+ * bound to their arena (see below).
  * Caches are trimmed by low water: every few slow-path events one bin
  * gives back 3/4 of the blocks it did not need since its last trim.
  *
@@ -50,12 +52,13 @@ typedef struct tc_bin_stats {
     uint32_t cap;                /* slots below top that belong to the bin */
 } tc_bin_stats_t;
 
-/* Bins TC_MANUAL_BASE + c hold blocks of a manual arena that this thread
- * freed while bound to it; a miss in bin c refills from there first. They
- * have slots only while the thread is bound to a manual arena, so every
- * other thread's free of such a block goes straight home: a manual arena's
- * blocks sit only in the caches of its bound threads, which is what makes
- * "arena.<i>.reset" safe once those threads have flushed. */
+/* A thread caches a block of a manual arena only while it is bound to
+ * that arena; every other thread's free of such a block goes home at
+ * once. So reset and destroy, refused while other threads are bound
+ * (arena.h), leave no cached block in released memory, whichever thread
+ * freed what. The free fast path never decides this: a manual arena's
+ * blocks carry tag class + TC_MANUAL_BASE + 1, whose bin never has slots
+ * (always full), and the slow path picks the bin (tcache_bin_for). */
 /* A few blocks of one phased bin (aligned-at-offset requests), fetched in
  * one locked batch: the VPP case allocates many such blocks in a row. Only
  * allocation is cached; their frees go home directly. */
@@ -94,7 +97,6 @@ typedef struct tcache {
     uintptr_t leaf_key;
     uintptr_t leaf_base;
     arena_t *arena;
-    bool manual_slots;          /* slots of the manual bins are allocated */
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
     struct tcache *next, *prev;
@@ -172,6 +174,19 @@ DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
     return NULL;
 }
 
+/* The bin of tc that may hold a block of span s (bin c for class c), or
+ * TC_NONE: a block no cache takes, or one of a manual arena other than
+ * the one tc's thread is bound to. */
+DPM_INLINE unsigned tcache_bin_for(const tcache_t *tc, const span_t *s)
+{
+    unsigned k = s->tcache_class;
+    if (likely(k < TC_MANUAL_BASE))
+        return k;
+    if (k == TC_NONE || s->arena != tc->arena)
+        return TC_NONE;
+    return k - TC_MANUAL_BASE;
+}
+
 enum thread_state { THREAD_NEW = 0, THREAD_CACHED = 1, THREAD_EXITING = 2, THREAD_NOCACHE = 3 };
 
 extern __thread tcache_t *tls_tcache;
@@ -186,7 +201,8 @@ unsigned tcache_classes_for(size_t tcache_max);
 bool tcache_create_for_thread(void);
 /* Bin c is empty: fills it and returns one block, or NULL. */
 void *tcache_alloc_miss(tcache_t *tc, unsigned c);
-/* Bin c is full: flushes half of it and pushes p (keyed by the caller). */
+/* Bin c (< TC_MAX_CLASSES) is full: flushes half of it and pushes p
+ * (keyed by the caller). */
 void tcache_free_full(tcache_t *tc, unsigned c, void *p);
 /* p, handed to call (free, realloc, ...) holds the free key: aborts with
  * "<call>(): <what> <p>" if p sits in bin `bin` of this or any other
@@ -226,8 +242,9 @@ void tcache_flush_all(tcache_t *tc);
 void tcache_event(tcache_t *tc);
 /* The arena this thread allocates from. */
 arena_t *thread_arena(void);
-/* Moves the calling thread (and its cache) to arena a. */
-void thread_bind_arena(arena_t *a);
+/* Moves the calling thread (and its cache, flushed first) to arena a:
+ * 0, or EINVAL if a was destroyed (the thread stays where it was). */
+int thread_bind_arena(arena_t *a);
 /* Turns the calling thread's cache on or off (thread.tcache.enabled). */
 void thread_tcache_enable(bool on);
 /* ncached_max of the calling thread's bin for size; set it (0..4096).

@@ -7,15 +7,15 @@
  * arena, and blocks the main thread allocates for them with
  * dpm_malloc_arena from outside come from the arena asked for, as
  * "arenas.lookup" confirms for each block; "stats.arenas.<i>.nthreads"
- * counts the bound threads; "arena.<i>.destroy" gives EBUSY while any
- * thread is bound (including a thread that bound itself but has not
- * allocated yet, and one whose cache is disabled), and reset/destroy of an
- * automatic arena give EPERM; blocks of manual arenas sit only in the
- * caches of their bound threads (stats.arenas.<i>.tcache_bytes is what the
- * workers freed and did not flush, and a free of one by an unbound thread
- * goes straight home); after every thread flushed its cache,
- * "arena.<i>.reset" drops the arena's live bytes to zero while its threads
- * keep running and allocating from it; after the threads exit, destroy
+ * counts the bound threads; "arena.<i>.destroy" and "arena.<i>.reset" give
+ * EBUSY while other threads are bound (destroy also for a thread that
+ * bound itself but has not allocated yet, and one whose cache is
+ * disabled), and reset/destroy of an automatic arena give EPERM; blocks of
+ * manual arenas sit only in the caches of their bound threads
+ * (stats.arenas.<i>.tcache_bytes is what the workers freed and did not
+ * flush, and a free of one by an unbound thread goes straight home); once
+ * its threads moved to another arena, "arena.<i>.reset" drops the arena's
+ * live bytes to zero, and they come back and allocate from it; after the threads exit, destroy
  * succeeds and the arena is gone (name, dpm_malloc_arena, thread.arena all
  * refuse it), and the next arenas.create reuses a destroyed slot; a
  * binding made while the thread's cache is disabled still holds once the
@@ -45,7 +45,8 @@ struct worker {
     void *own[NBLOCKS];       /* dpm_malloc'd by the worker */
     unsigned own_arena_bad;   /* lookups that disagreed */
     unsigned after_reset_bad;
-    int flush_err;
+    int flush_err;            /* flush, or the move away from the reset arena */
+    int rebind_err;
 };
 static struct worker workers[NTHREADS];
 
@@ -77,10 +78,14 @@ static void *worker_main(void *arg)
     for (int i = 0; i < NBLOCKS; i += 2)
         dpm_free(w->own[i]);
     pthread_barrier_wait(&barrier);   /* 1: main checks bindings, EBUSY */
-    pthread_barrier_wait(&barrier);   /* 2: flush before the reset */
-    w->flush_err = ctl_action("thread.tcache.flush");
-    pthread_barrier_wait(&barrier);   /* 3: main resets arena 0 */
+    pthread_barrier_wait(&barrier);   /* 2: the reset arena's threads leave it */
+    unsigned away = 0;
+    bool resetting = w->arena == arena_ids[0];
+    w->flush_err = resetting ? ctl_set("thread.arena", &away, sizeof away) : ctl_action("thread.tcache.flush");
+    pthread_barrier_wait(&barrier);   /* 3: main resets arena_ids[0] */
     pthread_barrier_wait(&barrier);   /* 4: reset done */
+    if (resetting)
+        w->rebind_err = ctl_set("thread.arena", &w->arena, sizeof w->arena);
     /* blocks of a reset arena are gone: never touch them again; the arena
      * itself keeps working */
     for (int i = 0; i < NBLOCKS; i++) {
@@ -143,12 +148,13 @@ TEST(bound_threads_reset_destroy)
                "arena %u: bound threads cached nothing", arena_ids[a]);
         EXPECT_EQ_U(CTL_UNS(ctl_name("stats.arenas.%u.nthreads", arena_ids[a])), NTHREADS / NARENAS);
         EXPECT_CTL(ctl_action(ctl_name("arena.%u.destroy", arena_ids[a])), EBUSY);
+        EXPECT_CTL(ctl_action(ctl_name("arena.%u.reset", arena_ids[a])), EBUSY);
     }
     /* automatic arenas are never reset or destroyed */
     EXPECT_CTL(ctl_action("arena.0.reset"), EPERM);
     EXPECT_CTL(ctl_action("arena.0.destroy"), EPERM);
     pthread_barrier_wait(&barrier);   /* 2 */
-    pthread_barrier_wait(&barrier);   /* 3: every worker flushed */
+    pthread_barrier_wait(&barrier);   /* 3: every worker flushed or left arena_ids[0] */
     unsigned r = arena_ids[0];
     ctl_refresh();
     size_t live_before = CTL_SIZE(ctl_name("stats.arenas.%u.small.allocated", r)) +
@@ -170,6 +176,7 @@ TEST(bound_threads_reset_destroy)
     for (int t = 0; t < NTHREADS; t++) {
         pthread_join(th[t], NULL);
         EXPECT_EQ_I(workers[t].flush_err, 0);
+        EXPECT_EQ_I(workers[t].rebind_err, 0);
         EXPECT_EQ_U(workers[t].after_reset_bad, 0);
     }
     for (int a = 1; a < NARENAS; a++)
