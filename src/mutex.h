@@ -69,6 +69,19 @@ DPM_INLINE void mutex_lock(dpm_mutex_t *m)
 #endif
 }
 
+/* mutex_lock if the lock is free; false (and nothing done) if not. */
+DPM_INLINE bool mutex_trylock(dpm_mutex_t *m)
+{
+    if (likely(process_single_threaded()))
+        m->elided = true;
+    else if (pthread_mutex_trylock(&m->lock) != 0)
+        return false;
+#if DPM_STATS
+    __atomic_store_n(&m->n_acquired, m->n_acquired + 1, __ATOMIC_RELAXED);
+#endif
+    return true;
+}
+
 DPM_INLINE void mutex_unlock(dpm_mutex_t *m)
 {
     if (m->elided)

@@ -441,10 +441,17 @@ TEST(large_spare)
         EXPECT(dpm_usable_size(a) == big, "the spare is handed out whole: usable %zu, spare %zu",
                dpm_usable_size(a), big);
     test_fill(a, quarter, 9);
+    /* In place only within the spare: the page heap reserves no room
+     * for growth (a fresh block may fill a hole that fits it exactly). */
     unsigned char *b = dpm_realloc(a, 2 * quarter);
-    EXPECT(b == a, "grow within the spare moved %p -> %p", (void *)a, (void *)b);
+    if (spare_in_use())
+        EXPECT(b == a, "grow within the spare moved %p -> %p", (void *)a, (void *)b);
     b = dpm_realloc(b, big);
-    EXPECT(b == a, "grow to the spare's size moved %p -> %p", (void *)a, (void *)b);
+    if (spare_in_use())
+        EXPECT(b == a, "grow to the spare's size moved %p -> %p", (void *)a, (void *)b);
+    EXPECT_NONNULL(b);
+    if (!b)
+        return;
     EXPECT(test_check(b, quarter, 9) == quarter, "contents lost growing within the spare");
     test_fill(b, big, 10);
     /* far below what was asked: the tail goes back */
