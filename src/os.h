@@ -29,7 +29,9 @@ bool os_lazy_purge_supported(void);
 /* Give pages back lazily: contents may survive until the kernel needs the
  * memory (MADV_FREE); os_purge_now where os_init found it unsupported. */
 enum purge_result os_purge_lazy(void *addr, size_t size);
-/* Give pages back now (MADV_DONTNEED). */
+/* Give pages back now (MADV_DONTNEED). In a MAP_HUGETLB mapping only
+ * whole huge pages may be passed: the kernel fails an unaligned start and
+ * silently skips a partial huge page at the end (so "zeroed" would lie). */
 enum purge_result os_purge_now(void *addr, size_t size);
 unsigned os_ncpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */

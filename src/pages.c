@@ -271,17 +271,33 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     return run;
 }
 
-static void segment_release(page_heap_t *ph, segment_t *seg, span_t *only_run)
+/* Unmaps seg if every page of it is free and none of its runs waits for
+ * decay (dirty, muzzy) or is being purged: its runs are clean or
+ * retained, and need not have merged (a hugetlb segment keeps retained
+ * runs beside clean ones). Walks the segment's runs only when all of its
+ * pages are free. */
+static bool segment_release_if_idle(page_heap_t *ph, segment_t *seg)
 {
-    run_unfile(ph, only_run);
-    map_page(seg, only_run->start, NULL);
-    map_page(seg, span_end(only_run) - PAGE, NULL);
-    pool_put(&ph->spans, only_run);
+    if (seg->free_pages != seg->npages - seg->first_page)
+        return false;
+    for (size_t i = seg->first_page; i < seg->npages;) {
+        const span_t *r = radix_span(seg->base + (i << LG_PAGE));
+        if (state_decays(r->state) || r->state == RUN_BUSY)
+            return false;
+        i += r->npages;
+    }
+    for (size_t i = seg->first_page; i < seg->npages;) {
+        span_t *r = radix_span(seg->base + (i << LG_PAGE));
+        i += r->npages;
+        run_unfile(ph, r);
+        map_page(seg, r->start, NULL);
+        map_page(seg, span_end(r) - PAGE, NULL);
+        pool_put(&ph->spans, r);
+    }
     segment_unlink(ph, seg);
     os_unmap(seg, seg->size);
+    return true;
 }
-
-static bool run_fills_segment(const span_t *r) { return r->npages == r->seg->npages - r->seg->first_page; }
 
 /* ---- coalescing -------------------------------------------------------- */
 
@@ -527,8 +543,7 @@ static bool take_busy(page_heap_t *ph, span_t *r, size_t npages)
         rest->state = r->state;
         rest->freed_at_ns = r->freed_at_ns;
         map_ends(rest);
-        run_file_oldest(ph, rest);
-        map_page(r->seg, span_end(r) - PAGE, NULL);
+        run_file_oldest(ph, rest);   /* its ends now map r's old last page */
         r->npages = npages;
         map_ends(r);
     }
@@ -555,13 +570,13 @@ static bool purgeable_range(const span_t *r, uintptr_t *from, size_t *bytes)
     return true;
 }
 
-/* Files r (purged or given up on), and unmaps its segment if r now
- * covers all of it and decay has nothing left to do with it. */
+/* Files r (purged or given up on), and unmaps its segment if decay has
+ * nothing left to do there. */
 static void settle(page_heap_t *ph, span_t *r)
 {
     r = coalesce_and_file(ph, r);
-    if ((r->state == RUN_CLEAN || r->state == RUN_RETAINED) && run_fills_segment(r))
-        segment_release(ph, r->seg, r);
+    if (!state_decays(r->state))
+        segment_release_if_idle(ph, r->seg);
 }
 
 /* Refiles r (not filed) as retained: decay has given up on it. */
