@@ -66,7 +66,8 @@ static void snap_page_heap(arena_snap_t *o, arena_t *a)
     o->mapped = ph->mapped_bytes;
     o->nsegments = ph->nsegments;
     o->active_pages = ph->active_pages;
-    o->dirty_pages = ph->free_runs[RUN_DIRTY].npages;
+    /* retained runs and runs being purged are (maybe) resident: dirty */
+    o->dirty_pages = ph->free_runs[RUN_DIRTY].npages + ph->free_runs[RUN_RETAINED].npages + ph->busy_pages;
     o->muzzy_pages = ph->free_runs[RUN_MUZZY].npages;
     o->clean_pages = ph->free_runs[RUN_CLEAN].npages;
     o->npurge_passes = ph->npurge_passes;
