@@ -13,8 +13,9 @@
  * lock: ph_purge_take (lock held) takes a bounded batch of runs out of the
  * indexes and marks them busy; ph_purge_run (no lock) makes the kernel
  * calls; ph_purge_finish (lock held) files them back as muzzy, clean or
- * retained and unmaps segments that became wholly free. The caller keeps
- * one batch in flight per heap and must not release the heap meanwhile.
+ * retained and unmaps segments that became wholly free. Batches hold
+ * disjoint runs; the heap must not be released while one is in flight
+ * (the arena serialises its batches and reset with its purge_lock).
  *
  * Every other call here is made with the arena lock held.
  * Owns: segments, span descriptors, run indexes, decay lists.
