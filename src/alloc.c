@@ -263,9 +263,12 @@ static bool size_fits_block(const span_t *s, size_t size)
  * rounding (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
+    void *p = tcache_large_take_grown(tls_tcache, size);
+    if (p != NULL)
+        return p;
     arena_t *a = thread_arena();
     large_request_t req = {.size = size, .align = align, .zero = opt.zero};
-    void *p = a != NULL ? arena_alloc_large(a, &req) : NULL;
+    p = a != NULL ? arena_alloc_large(a, &req) : NULL;
     if (p == NULL)
         return fail_nomem();
     if (unlikely(opt.junk) && !opt.zero)
@@ -319,7 +322,7 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
     if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
         if (!keep && size > SMALL_MAX)
-            keep = arena_resize_large_in_place(s, size);
+            keep = arena_resize_large_in_place(s, size, true);
         if (keep) {
             s->grew |= size > old;
             s->requested = size;

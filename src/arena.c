@@ -34,12 +34,22 @@ static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroye
 static void arena_fresh_state(arena_t *a, const char *name, bool reused)
 {
     pool_t spans = a->ph.spans, type_arrays = a->ph.type_arrays;
+    special_table_t *special = a->special;
     memset((char *)a + offsetof(arena_t, ph), 0, sizeof(*a) - offsetof(arena_t, ph));
     mutex_init(&a->special_lock);
-    ph_init(&a->ph, a);
+    mutex_init(&a->purge_lock);
+    page_options_t po = {.hugepages = opt.hugepages,
+                         .thp = (int8_t)(opt.thp == THP_ALWAYS ? 1 : opt.thp == THP_NEVER ? -1 : 0)};
+    ph_init(&a->ph, a, &po);
     if (reused) {
         a->ph.spans = spans;
         a->ph.type_arrays = type_arrays;
+        /* the table's memory is kept; its bins, like the heap's pages, are gone */
+        if (special != NULL) {
+            memset(special->slots, 0, (special->mask + 1) * sizeof(special_slot_t));
+            special->count = 0;
+        }
+        a->special = special;
     }
     if (name != NULL)
         strncpy(a->name, name, sizeof(a->name) - 1);
@@ -132,53 +142,118 @@ int arena_create_manual(const char *name, unsigned *out)
 
 /* ---- special (phased / typed) bins ------------------------------------- */
 
-bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed)
+#define SPECIAL_TABLE_MIN 16
+
+static uint32_t special_key(unsigned c, uint32_t phase, bool typed)
 {
-    unsigned h = (c * 31u + phase * 2654435761u + (typed ? 17u : 0u)) % ARENA_SPECIAL_SLOTS;
-    for (unsigned probe = 0; probe < ARENA_SPECIAL_SLOTS; probe++) {
-        special_slot_t *slot = &a->special[(h + probe) % ARENA_SPECIAL_SLOTS];
+    return (uint32_t)c << 20 | phase << 1 | (typed ? 1u : 0u);
+}
+
+static uint32_t special_hash(uint32_t key) { return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32); }
+
+/* The bin of key in t, or NULL; a lookup stops at the first empty slot. */
+static bin_t *special_find(const special_table_t *t, uint32_t key)
+{
+    if (t == NULL)
+        return NULL;
+    for (uint32_t i = special_hash(key);; i++) {
+        const special_slot_t *slot = &t->slots[i & t->mask];
         bin_t *bin = __atomic_load_n(&slot->bin, __ATOMIC_ACQUIRE);
-        if (bin == NULL) {
-            mutex_lock(&a->special_lock);
-            bin = slot->bin;
-            if (bin == NULL) {
-                bin = base_alloc(sizeof(bin_t), CACHELINE);
-                if (bin != NULL) {
-                    bin_init(bin, a, c, phase, TC_NONE, typed);
-                    slot->size_class = c;
-                    slot->phase = phase;
-                    slot->typed = typed;
-                    __atomic_store_n(&slot->bin, bin, __ATOMIC_RELEASE);
-                }
-            }
-            mutex_unlock(&a->special_lock);
-            if (bin == NULL)
-                return NULL;
-        }
-        if (slot->size_class == c && slot->phase == phase && slot->typed == typed)
+        if (bin == NULL || slot->key == key)
             return bin;
     }
-    return NULL;
+}
+
+static void special_put(special_table_t *t, uint32_t key, bin_t *bin)
+{
+    uint32_t i = special_hash(key);
+    while (t->slots[i & t->mask].bin != NULL)
+        i++;
+    special_slot_t *slot = &t->slots[i & t->mask];
+    slot->key = key;
+    __atomic_store_n(&slot->bin, bin, __ATOMIC_RELEASE);
+    t->count++;
+}
+
+/* A table with room for one more bin: a's, or a copy twice its size
+ * (published after it is filled); NULL on OOM. special_lock held. */
+static special_table_t *special_room(arena_t *a)
+{
+    special_table_t *t = a->special;
+    if (t != NULL && (t->count + 1) * 4 <= (t->mask + 1) * 3)
+        return t;
+    uint32_t slots = t == NULL ? SPECIAL_TABLE_MIN : (t->mask + 1) * 2;
+    special_table_t *n = base_alloc(sizeof(*n) + slots * sizeof(special_slot_t), CACHELINE);
+    if (n == NULL)
+        return NULL;
+    n->mask = slots - 1;
+    for (uint32_t i = 0; t != NULL && i <= t->mask; i++)
+        if (t->slots[i].bin != NULL)
+            special_put(n, t->slots[i].key, t->slots[i].bin);
+    __atomic_store_n(&a->special, n, __ATOMIC_RELEASE);
+    return n;
+}
+
+bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed)
+{
+    uint32_t key = special_key(c, phase, typed);
+    bin_t *bin = special_find(__atomic_load_n(&a->special, __ATOMIC_ACQUIRE), key);
+    if (likely(bin != NULL))
+        return bin;
+    mutex_lock(&a->special_lock);
+    bin = special_find(a->special, key);
+    if (bin == NULL) {
+        special_table_t *t = special_room(a);
+        bin = t != NULL ? base_alloc(sizeof(bin_t), CACHELINE) : NULL;
+        if (bin != NULL) {
+            bin_init(bin, a, c, phase, TC_NONE, typed);
+            special_put(t, key, bin);
+        }
+    }
+    mutex_unlock(&a->special_lock);
+    return bin;
+}
+
+void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *arg)
+{
+    const special_table_t *t = __atomic_load_n(&a->special, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; t != NULL && i <= t->mask; i++) {
+        bin_t *bin = __atomic_load_n(&t->slots[i].bin, __ATOMIC_ACQUIRE);
+        if (bin != NULL)
+            fn(bin, arg);
+    }
 }
 
 /* ---- reset and destroy ------------------------------------------------- */
+
+static void lock_bin(bin_t *bin, void *arg) { (void)arg, mutex_lock(&bin->lock); }
+static void unlock_bin(bin_t *bin, void *arg) { (void)arg, mutex_unlock(&bin->lock); }
+static void forget_bin(bin_t *bin, void *arg) { (void)arg, bin_forget_all(bin); }
 
 static void lock_all_bins(arena_t *a, bool lock)
 {
     for (unsigned c = 0; c < NSMALL; c++)
         lock ? mutex_lock(&a->bins[c].lock) : mutex_unlock(&a->bins[c].lock);
-    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
-        if (a->special[s].bin != NULL)
-            lock ? mutex_lock(&a->special[s].bin->lock) : mutex_unlock(&a->special[s].bin->lock);
+    arena_for_each_special_bin(a, lock ? lock_bin : unlock_bin, NULL);
 }
 
 static void forget_all_bins(arena_t *a)
 {
     for (unsigned c = 0; c < NSMALL; c++)
         bin_forget_all(&a->bins[c]);
-    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
-        if (a->special[s].bin != NULL)
-            bin_forget_all(a->special[s].bin);
+    arena_for_each_special_bin(a, forget_bin, NULL);
+}
+
+/* Type tags of blocks that an arena reset discards stop counting as live. */
+static void forget_typed_blocks(const span_t *s)
+{
+    if (s->kind == SPAN_LARGE)
+        type_count_free(s->type_id, s->usable);
+    if (s->kind != SPAN_SLAB || s->type_ids == NULL)
+        return;
+    for (uint32_t i = 0; i <= s->last_index; i++)
+        if (s->type_ids[i] != 0)
+            type_count_free(s->type_ids[i], s->objsize);
 }
 
 /* Gives every page of a back at once; arenas_lock held. */
@@ -186,14 +261,16 @@ static void release_all(arena_t *a)
 {
     mutex_lock(&a->special_lock);
     lock_all_bins(a, true);
+    mutex_lock(&a->purge_lock);   /* no runs are out of the heap being purged */
     mutex_lock(&a->lock);
     forget_all_bins(a);
-    ph_release_all(&a->ph);
+    ph_release_all(&a->ph, forget_typed_blocks);
     for (unsigned c = 0; c < NLARGE_STATS; c++) {
         a->large[c].nfree = a->large[c].nmalloc;
         a->large[c].live_bytes = 0;
     }
     mutex_unlock(&a->lock);
+    mutex_unlock(&a->purge_lock);
     lock_all_bins(a, false);
     mutex_unlock(&a->special_lock);
 }
@@ -249,7 +326,6 @@ void arena_unbind_thread(arena_t *a) { __atomic_fetch_sub(&a->nthreads, 1, __ATO
 /* ---- decay clock ------------------------------------------------------- */
 
 #define DECAY_TICKS_PER_CLOCK 8
-#define DECAY_RUNS_PER_TICK 64   /* bounds the purging one allocation call does */
 
 static uint64_t decay_interval_ns(const arena_t *a)
 {
@@ -277,6 +353,8 @@ void arena_clock_refresh(arena_t *a)
         arena_clock_read(a);
 }
 
+static void set_purge_due(arena_t *a) { __atomic_store_n(&a->purge_due, true, __ATOMIC_RELAXED); }
+
 void arena_tick(arena_t *a)
 {
     if (++a->ticks % DECAY_TICKS_PER_CLOCK != 0)
@@ -287,8 +365,52 @@ void arena_tick(arena_t *a)
     uint64_t interval = decay_interval_ns(a);
     if (a->clock_ns - a->last_decay_ns >= interval) {
         a->last_decay_ns = a->clock_ns;
-        ph_decay_bounded(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms, DECAY_RUNS_PER_TICK);
+        set_purge_due(a);
     }
+}
+
+void arena_after_free(arena_t *a)
+{
+    if (a->dirty_decay_ms == 0)
+        set_purge_due(a);
+    else
+        arena_tick(a);
+}
+
+/* One purge batch: runs are taken out of the heap under the arena lock,
+ * purged with it dropped, and filed back under it again. purge_lock is
+ * held throughout (the caller took it). Returns pages released; *taken
+ * says whether the batch held anything (or settled runs without a call). */
+static size_t purge_batch(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms, bool *taken)
+{
+    purge_batch_t batch;
+    mutex_lock(&a->lock);
+    uint64_t now = a->clock_ns;
+    ph_purge_take(&a->ph, now, dirty_ms, muzzy_ms, SIZE_MAX, &batch);
+    mutex_unlock(&a->lock);
+    *taken = batch.n != 0;
+    if (batch.n == 0)
+        return 0;
+    ph_purge_run(&batch);
+    mutex_lock(&a->lock);
+    size_t released = ph_purge_finish(&a->ph, &batch, now);
+    mutex_unlock(&a->lock);
+    return released;
+}
+
+void arena_purge_if_due(arena_t *a)
+{
+    if (likely(!__atomic_load_n(&a->purge_due, __ATOMIC_RELAXED)))
+        return;
+    if (!mutex_trylock(&a->purge_lock))
+        return;   /* another thread is purging; the flag stays for later */
+    __atomic_store_n(&a->purge_due, false, __ATOMIC_RELAXED);
+    bool taken;
+    purge_batch(a, a->dirty_decay_ms, a->muzzy_decay_ms, &taken);
+    /* a full batch may have left due runs behind: the next tick goes on */
+    if (taken && a->dirty_decay_ms == 0)
+        set_purge_due(a);
+    mutex_unlock(&a->purge_lock);
 }
 
 void arena_tick_now(arena_t *a)
@@ -296,27 +418,38 @@ void arena_tick_now(arena_t *a)
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     arena_tick(a);
     mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
 }
 
-void arena_after_free(arena_t *a)
+size_t arena_decay_pass(arena_t *a)
 {
-    if (a->dirty_decay_ms == 0)
-        ph_decay_bounded(&a->ph, a->clock_ns, 0, a->muzzy_decay_ms, DECAY_RUNS_PER_TICK);
-    else
-        arena_tick(a);
+    mutex_lock(&a->purge_lock);
+    mutex_lock(&a->lock);
+    a->clock_ns = a->last_decay_ns = os_now_ns();
+    mutex_unlock(&a->lock);
+    bool taken;
+    size_t released = purge_batch(a, a->dirty_decay_ms, a->muzzy_decay_ms, &taken);
+    mutex_unlock(&a->purge_lock);
+    return released;
 }
 
 size_t arena_decay_now(arena_t *a, bool everything)
 {
-    size_t pages;
+    int64_t dirty_ms = everything ? 0 : a->dirty_decay_ms, muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
+    size_t released = 0;
+    mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
     a->clock_ns = a->last_decay_ns = os_now_ns();
-    if (everything)
-        pages = ph_decay(&a->ph, a->clock_ns, 0, 0);
-    else
-        pages = ph_decay(&a->ph, a->clock_ns, a->dirty_decay_ms, a->muzzy_decay_ms);
+    /* Batches for what is waiting now (twice: dirty, then muzzy), so that
+     * frees racing with a purge cannot keep it going for ever. */
+    size_t runs = a->ph.free_runs[RUN_DIRTY].nruns + a->ph.free_runs[RUN_MUZZY].nruns;
+    size_t limit = 2 * (runs / PH_PURGE_MAX_RUNS + ph_decayable_pages(&a->ph) / PH_PURGE_MAX_PAGES + 2);
     mutex_unlock(&a->lock);
-    return pages;
+    bool taken = true;
+    for (size_t i = 0; i < limit && taken; i++)
+        released += purge_batch(a, dirty_ms, muzzy_ms, &taken);
+    mutex_unlock(&a->purge_lock);
+    return released;
 }
 
 size_t arena_purge_all(arena_t *a) { return arena_decay_now(a, true); }
@@ -358,7 +491,8 @@ static void zero_large(span_t *s, size_t size)
 {
     uintptr_t from = s->base;
     size_t in_page = s->base - s->start;
-    if (size >= ZERO_BY_PURGE_MIN && in_page == 0 &&
+    /* (not in hugetlb segments: madvise there works on whole huge pages) */
+    if (size >= ZERO_BY_PURGE_MIN && in_page == 0 && !s->seg->hugetlb &&
         os_purge_now((void *)s->start, round_up(size, PAGE)) == PURGE_ZEROED)
         return;
     memset((void *)from, 0, size);
@@ -417,6 +551,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     ls->live_bytes += usable;
     arena_tick(a);
     mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
     if (req->zero && !zeroed)
         zero_large(s, opt.zero ? usable : req->size);   /* opt.zero: realloc may grow into it */
     return (void *)s->base;
@@ -430,25 +565,52 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
  * them still faulted in. */
 #define SHRINK_PURGE_MIN ((size_t)1 << 20)
 
+/* With a->lock held: takes run r (if at least min_bytes, dirty) into b to
+ * be purged at once, if no other thread is purging the arena (purge_lock
+ * is only tried here: the arena lock is held). True if b holds runs and
+ * purge_lock; purge_taken_runs finishes the job after a->lock is dropped. */
+static bool take_run_for_purge(arena_t *a, span_t *r, size_t min_bytes, purge_batch_t *b)
+{
+    if (r == NULL || !mutex_trylock(&a->purge_lock))
+        return false;
+    if (ph_purge_take_run(&a->ph, r, min_bytes, b) != 0)
+        return true;
+    mutex_unlock(&a->purge_lock);
+    return false;
+}
+
+static void purge_taken_runs(arena_t *a, purge_batch_t *b)
+{
+    ph_purge_run(b);
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    ph_purge_finish(&a->ph, b, a->clock_ns);
+    mutex_unlock_elidable(&a->lock, held);
+    mutex_unlock(&a->purge_lock);
+}
+
 void arena_free_large(span_t *s)
 {
     arena_t *a = s->arena;
-    uintptr_t start = s->start;
     bool oversize = opt.oversize_threshold != 0 && span_bytes(s) >= opt.oversize_threshold;
+    purge_batch_t batch;
+    bool purge_now = false;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     large_stats_t *ls = &a->large[s->size_class - NSMALL];
     ls->nfree++;
     ls->live_bytes -= s->usable;
     type_count_free(s->type_id, s->usable);
     arena_clock_refresh(a);
-    ph_free(&a->ph, s, a->clock_ns);
+    span_t *run = ph_free(&a->ph, s, a->clock_ns);
     if (oversize)
-        ph_purge_run_at(&a->ph, start, 0, a->clock_ns);
+        purge_now = take_run_for_purge(a, run, 0, &batch);
     arena_after_free(a);
     mutex_unlock_elidable(&a->lock, held);
+    if (purge_now)
+        purge_taken_runs(a, &batch);
+    arena_purge_if_due(a);
 }
 
-bool arena_resize_large_in_place(span_t *s, size_t size)
+bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
 {
     size_t in_page = s->base - s->start;
     size_t usable = large_usable_for(size, in_page);
@@ -456,15 +618,17 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
     if (npages == s->npages)
         return true;
     arena_t *a = s->arena;
-    bool ok = true;
+    bool ok = true, purge_now = false;
+    purge_batch_t batch;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     size_t before = s->usable;
     unsigned class_before = s->size_class;
     if (npages > s->npages) {
         ok = ph_grow(&a->ph, s, npages);
     } else {
-        ph_shrink(&a->ph, s, npages, a->clock_ns);
-        ph_purge_run_at(&a->ph, span_end(s), SHRINK_PURGE_MIN, a->clock_ns);
+        span_t *tail = ph_shrink(&a->ph, s, npages, a->clock_ns);
+        if (purge_cut)
+            purge_now = take_run_for_purge(a, tail, SHRINK_PURGE_MIN, &batch);
     }
     if (ok) {
         /* ph_grow/ph_shrink set usable to the end of the run */
@@ -484,6 +648,9 @@ bool arena_resize_large_in_place(span_t *s, size_t size)
         arena_tick(a);
     }
     mutex_unlock_elidable(&a->lock, held);
+    if (purge_now)
+        purge_taken_runs(a, &batch);
+    arena_purge_if_due(a);
     return ok && s->usable >= size;
 }
 
@@ -492,11 +659,20 @@ void arenas_iteration_unlock(void) { mutex_unlock(&arenas_lock); }
 
 /* ---- fork -------------------------------------------------------------- */
 
+typedef struct lock_fn {
+    void (*fn)(dpm_mutex_t *);
+} lock_fn_t;
+
+static void apply_to_bin_lock(bin_t *bin, void *arg) { ((const lock_fn_t *)arg)->fn(&bin->lock); }
+
 /* Every lock of every arena, in the global lock order: all special
- * locks, then all bin locks, then all arena locks (a bin lock holder may
- * take any arena's lock: the ENOMEM retry purges every arena). */
+ * locks, then all bin locks, then all purge locks, then all arena locks
+ * (a bin lock holder may take any arena's purge and arena locks: the
+ * ENOMEM retry purges every arena). The special locks are held while the
+ * special bin tables are walked, so none grows meanwhile. */
 static void for_each_lock(void (*fn)(dpm_mutex_t *))
 {
+    lock_fn_t bin_fn = {fn};
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++)
         if (arenas[i] != NULL)
@@ -507,10 +683,11 @@ static void for_each_lock(void (*fn)(dpm_mutex_t *))
             continue;
         for (unsigned c = 0; c < NSMALL; c++)
             fn(&a->bins[c].lock);
-        for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++)
-            if (a->special[s].bin != NULL)
-                fn(&a->special[s].bin->lock);
+        arena_for_each_special_bin(a, apply_to_bin_lock, &bin_fn);
     }
+    for (unsigned i = 0; i < n; i++)
+        if (arenas[i] != NULL)
+            fn(&arenas[i]->purge_lock);
     for (unsigned i = 0; i < n; i++)
         if (arenas[i] != NULL)
             fn(&arenas[i]->lock);

@@ -1,6 +1,6 @@
 /*
  * arena.h - an arena: a page heap, one bin per small class, a table of
- * phased bins, large-block bookkeeping and decay. Threads are spread over
+ * phased and typed bins, large-block bookkeeping and decay. Threads are spread over
  * arenas round-robin (narenas, default 4 per CPU) so that threads rarely
  * share locks.
  *
@@ -13,7 +13,6 @@
 #include "pages.h"
 
 #define MAX_ARENAS 4096
-#define ARENA_SPECIAL_SLOTS 128
 #define NLARGE_STATS (NCLASSES - NSMALL)
 #define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
 /* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE, a
@@ -25,14 +24,22 @@ _Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASS
                "manual tags name bins that no class uses");
 #define ARENA_NAME_MAX 32
 
-/* A bin other than the plain one of its class: phased (objects laid at an
- * offset) and/or typed (objects carry a type tag). */
+/* Bins other than the plain one of their class: phased (objects laid at an
+ * offset) and/or typed (objects carry a type tag), as many as asked for,
+ * in an open-addressing hash table on (class, phase, typed). Lookups take
+ * no lock: a slot's key is written before its bin pointer is published,
+ * and a full table is replaced by a copy twice its size (the old one stays
+ * valid for readers that still hold it: tables are metadata, never freed). */
 typedef struct special_slot {
-    uint32_t size_class;
-    uint32_t phase;
-    uint32_t typed;
+    uint32_t key;     /* special_key(); valid once bin is non-NULL */
     bin_t *bin;
 } special_slot_t;
+
+typedef struct special_table {
+    uint32_t mask;    /* slots - 1, a power of two minus one */
+    uint32_t count;   /* bins in it (at most 3/4 of the slots) */
+    special_slot_t slots[];
+} special_table_t;
 
 /* Thread-cache counters of threads that exited, kept per arena. */
 typedef struct tc_totals {
@@ -72,11 +79,16 @@ typedef struct arena {
     uint32_t ticks;
     int64_t dirty_decay_ms, muzzy_decay_ms;
     uint64_t npurge_calls;
+    bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */
+    /* Held by whoever has runs out of the page heap being purged (the
+     * madvise runs without `lock`); reset, destroy and fork take it first,
+     * so they never see those runs missing. */
+    dpm_mutex_t purge_lock;
     large_stats_t large[NLARGE_STATS];
     tc_totals_t tc_exited[TC_MAX_CLASSES];
     slow_samples_t samples_exited;
-    dpm_mutex_t special_lock;
-    special_slot_t special[ARENA_SPECIAL_SLOTS];
+    dpm_mutex_t special_lock;      /* creation of special bins */
+    special_table_t *special;      /* NULL until the first special bin */
     bin_t bins[NSMALL];
 } CACHE_ALIGNED arena_t;
 
@@ -91,8 +103,11 @@ arena_t *arena_get(unsigned index);
 /* The next arena in round-robin order. */
 arena_t *arena_choose(void);
 /* Bin for objects of class c laid at phase bytes into each slab, typed or
- * not; NULL if the table is full (callers fall back to a large block). */
+ * not, made on first use; NULL only when out of metadata memory. */
 bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
+/* Calls fn on every special bin of a: under a->special_lock for a stable
+ * view (fork, reset), or racily (stats: a bin made meanwhile may be missed). */
+void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *arg);
 /* arenas.create: a new arena (reusing a destroyed slot), index in *out.
  * 0, EAGAIN when all MAX_ARENAS exist, ENOMEM. */
 int arena_create_manual(const char *name, unsigned *out);
@@ -123,26 +138,36 @@ typedef struct large_request {
 void *arena_alloc_large(arena_t *a, const large_request_t *req);
 void arena_free_large(span_t *s);
 /* Resize a large block in place to the usable size a fresh block of size
- * bytes would get (grow into the next free run, or give the tail back);
- * true if its usable size is now at least size. */
-bool arena_resize_large_in_place(span_t *s, size_t size);
-/* Decay bookkeeping, called with the arena lock held. */
+ * bytes would get (grow into the next free run, or give the tail back;
+ * purge_cut: a cut of SHRINK_PURGE_MIN or more is purged at once); true
+ * if its usable size is now at least size. */
+bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut);
+/* Decay bookkeeping, called with the arena lock held: notes when a purge
+ * pass is due. The caller runs it with arena_purge_if_due after dropping
+ * the arena lock (madvise never runs under it). */
 void arena_tick(arena_t *a);
-/* arena_tick for a caller that does not hold a->lock (an operation that
- * did not reach the arena, such as a spare block's reuse). */
-void arena_tick_now(arena_t *a);
 void arena_after_free(arena_t *a);
+/* One bounded purge pass if a tick asked for one and no other thread is
+ * purging this arena. Called without a->lock (bin locks may be held). */
+void arena_purge_if_due(arena_t *a);
+/* arena_tick and arena_purge_if_due for a caller that does not hold
+ * a->lock (an operation that did not reach the arena, such as a spare
+ * block's reuse). */
+void arena_tick_now(arena_t *a);
 /* Brings a->clock_ns up to date (under a->lock) when it may be stale by
  * more than a fraction of a millisecond: a cycle-counter read, and a clock
  * read only after an idle spell. Frees stamp runs with it, so decay counts
  * from the free itself without a clock read per free. */
 void arena_clock_refresh(arena_t *a);
-/* Purge all free pages now; fully free segments go back to the OS.
- * Returns the pages purged. */
+/* Purge all free pages now ("arena.<i>.purge"); fully free segments go
+ * back to the OS. Returns the pages the kernel released. */
 size_t arena_purge_all(arena_t *a);
-/* Runs a's decay curves now (everything: purge all free pages); returns
- * the pages purged. */
+/* Runs a's decay curves now until nothing more is due (everything: purge
+ * all free pages), in bounded batches. Returns the pages released. */
 size_t arena_decay_now(arena_t *a, bool everything);
+/* One bounded batch of a's decay curves (PH_PURGE_MAX_RUNS runs,
+ * PH_PURGE_MAX_PAGES pages): the background thread's pass. */
+size_t arena_decay_pass(arena_t *a);
 /* arena_purge_all on every arena: the last resort before ENOMEM, since
  * free runs of other states or arenas may hold the address space that a
  * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena

@@ -40,7 +40,7 @@ static void decay_every_arena(void)
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         if (a == NULL || a->destroyed)
             continue;
-        arena_decay_now(a, false);
+        arena_decay_pass(a);
     }
     arenas_iteration_unlock();
 }

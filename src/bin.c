@@ -111,6 +111,7 @@ static span_t *slab_create(bin_t *bin)
         arena_tick(a);
     }
     mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
     if (s != NULL) {
         bin->stats.nslabs_made++;
         bin->stats.curslabs++;
@@ -131,6 +132,7 @@ static void slab_release(bin_t *bin, span_t *s)
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
 }
 
 static unsigned slab_take(span_t *s, void **out, unsigned want)
@@ -185,8 +187,15 @@ static void slab_settle(bin_t *bin, span_t *s, uint32_t n)
 {
     uint32_t was = s->nfree;
     s->nfree = was + n;
-    if (s == bin->current)
+    if (s == bin->current) {
+        /* An arena can have any number of phased bins (one per class and
+         * offset in use): an idle one must not pin a slab. */
+        if (bin->phase != 0 && s->nfree == bin->slab_objs) {
+            bin->current = NULL;
+            slab_release(bin, s);
+        }
         return;
+    }
     if (was == 0)
         nonfull_push(bin, s);
     if (s->nfree == bin->slab_objs)

@@ -61,6 +61,7 @@ static void postfork_child(void)
 static bool init_locked(void)
 {
     conf_init();
+    os_init();
     g.ncpus = os_ncpus();
     narenas_auto = opt.narenas != 0 ? opt.narenas : 4 * g.ncpus;
     if (narenas_auto > MAX_ARENAS)

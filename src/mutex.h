@@ -71,6 +71,15 @@ DPM_INLINE void mutex_count_acquired(dpm_mutex_t *m)
 #endif
 }
 
+/* mutex_lock if the lock is free; false (and nothing done) if not. */
+DPM_INLINE bool mutex_trylock(dpm_mutex_t *m)
+{
+    if (pthread_mutex_trylock(&m->lock) != 0)
+        return false;
+    mutex_count_acquired(m);
+    return true;
+}
+
 DPM_INLINE void mutex_lock(dpm_mutex_t *m)
 {
     if (unlikely(pthread_mutex_trylock(&m->lock) != 0))

@@ -85,24 +85,46 @@ static bool kernel_pages_within(void **addr, size_t *size)
     return true;
 }
 
-static int lazy_purge_works = 1;
+/* MADV_FREE support, decided once by os_init: errors of later calls
+ * (EINVAL for locked or hugetlb ranges, which an old kernel also gives
+ * for an advice it does not know) say nothing about support. */
+static bool lazy_purge_works;
+
+/* MADV_FREE on a private anonymous page of our own: succeeds wherever the
+ * kernel knows the advice. */
+static bool probe_lazy_purge(void)
+{
+#ifdef MADV_FREE
+    size_t kp = os_page_size();
+    void *p = mmap(NULL, kp, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    *(volatile char *)p = 1;
+    bool ok = madvise(p, kp, MADV_FREE) == 0;
+    munmap(p, kp);
+    return ok;
+#else
+    return false;
+#endif
+}
+
+void os_init(void)
+{
+    os_page_size();
+    lazy_purge_works = probe_lazy_purge();
+}
+
+bool os_lazy_purge_supported(void) { return lazy_purge_works; }
 
 enum purge_result os_purge_lazy(void *addr, size_t size)
 {
 #ifdef MADV_FREE
-    if (__atomic_load_n(&lazy_purge_works, __ATOMIC_RELAXED)) {
+    if (lazy_purge_works) {
         void *a = addr;
         size_t n = size;
         if (!kernel_pages_within(&a, &n))
             return PURGE_NONE;
-        if (madvise(a, n, MADV_FREE) == 0)
-            return PURGE_LAZY;
-        /* Only a kernel without MADV_FREE turns lazy purging off; other
-         * failures (locked pages) say nothing about the next range. */
-        if (errno != EINVAL && errno != ENOSYS)
-            return PURGE_NONE;
-        if (errno == ENOSYS)
-            __atomic_store_n(&lazy_purge_works, 0, __ATOMIC_RELAXED);
+        return madvise(a, n, MADV_FREE) == 0 ? PURGE_LAZY : PURGE_NONE;
     }
 #endif
     return os_purge_now(addr, size);

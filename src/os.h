@@ -22,10 +22,16 @@ void os_unmap(void *addr, size_t size);
  * pages handed back whose contents may survive, or a range that now reads
  * as zero. Only the last lets a run count as clean. */
 enum purge_result { PURGE_NONE = 0, PURGE_LAZY = 1, PURGE_ZEROED = 2 };
+/* Reads the kernel page size and probes MADV_FREE once (at init). */
+void os_init(void);
+/* Whether os_init found MADV_FREE working. */
+bool os_lazy_purge_supported(void);
 /* Give pages back lazily: contents may survive until the kernel needs the
- * memory (MADV_FREE); falls back to os_purge_now where unsupported. */
+ * memory (MADV_FREE); os_purge_now where os_init found it unsupported. */
 enum purge_result os_purge_lazy(void *addr, size_t size);
-/* Give pages back now (MADV_DONTNEED). */
+/* Give pages back now (MADV_DONTNEED). In a MAP_HUGETLB mapping only
+ * whole huge pages may be passed: the kernel fails an unaligned start and
+ * silently skips a partial huge page at the end (so "zeroed" would lie). */
 enum purge_result os_purge_now(void *addr, size_t size);
 unsigned os_ncpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */

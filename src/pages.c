@@ -1,17 +1,13 @@
 /*
  * pages.c - page-run allocator (see pages.h). All functions run under the
- * owning arena's lock, except the radix writes, which take a global lock
- * because leaves are shared between arenas.
+ * owning arena's lock (ph_purge_run excepted), except the radix writes,
+ * which take a global lock because leaves are shared between arenas.
  */
 #include "pages.h"
 
-#include <stddef.h>
-#include <string.h>
 #include "error.h"
 #include "mutex.h"
-#include "conf.h"
 #include "os.h"
-#include "types.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -19,10 +15,11 @@
 
 static dpm_mutex_t radix_write_lock = DPM_MUTEX_INITIALIZER;
 
-void ph_init(page_heap_t *ph, struct arena *arena)
+void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options)
 {
     *ph = (page_heap_t){0};
     ph->arena = arena;
+    ph->options = *options;
     for (int s = 0; s < RUN_NSTATES; s++)
         runs_init(&ph->free_runs[s]);
     pool_init(&ph->spans, sizeof(span_t));
@@ -78,6 +75,17 @@ static void lru_append(span_list_t *l, span_t *s)
     l->tail = s;
 }
 
+static void lru_prepend(span_list_t *l, span_t *s)
+{
+    s->lru_prev = NULL;
+    s->lru_next = l->head;
+    if (l->head != NULL)
+        l->head->lru_prev = s;
+    else
+        l->tail = s;
+    l->head = s;
+}
+
 static void lru_unlink(span_list_t *l, span_t *s)
 {
     if (s->lru_prev != NULL)
@@ -91,18 +99,30 @@ static void lru_unlink(span_list_t *l, span_t *s)
     s->lru_next = s->lru_prev = NULL;
 }
 
+static bool state_decays(unsigned state) { return state == RUN_DIRTY || state == RUN_MUZZY; }
+
 /* A free run enters or leaves both its index and (dirty/muzzy) its LRU. */
 static void run_file(page_heap_t *ph, span_t *r)
 {
+    dpm_assert(r->state < RUN_NSTATES);
     runs_insert(&ph->free_runs[r->state], r);
-    if (r->state != RUN_CLEAN)
+    if (state_decays(r->state))
         lru_append(&ph->lru[r->state], r);
+}
+
+/* The same for a run split off an older one: it keeps its place at the
+ * head of the decay order. */
+static void run_file_oldest(page_heap_t *ph, span_t *r)
+{
+    runs_insert(&ph->free_runs[r->state], r);
+    if (state_decays(r->state))
+        lru_prepend(&ph->lru[r->state], r);
 }
 
 static void run_unfile(page_heap_t *ph, span_t *r)
 {
     runs_remove(&ph->free_runs[r->state], r);
-    if (r->state != RUN_CLEAN)
+    if (state_decays(r->state))
         lru_unlink(&ph->lru[r->state], r);
 }
 
@@ -219,11 +239,13 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
         return NULL;
     if (size < segment_growth_size(ph))
         size = segment_growth_size(ph);
-    segment_t *seg = opt.hugepages ? map_huge_segment(size) : NULL;
+    segment_t *seg = ph->options.hugepages ? map_huge_segment(size) : NULL;
+    bool hugetlb = seg != NULL;
     if (seg == NULL)
         seg = os_map_aligned(size, SEG_UNIT);
     if (seg == NULL)
         return NULL;
+    seg->hugetlb = hugetlb;
     seg->base = (uintptr_t)seg;
     seg->size = size;
     seg->npages = size >> LG_PAGE;
@@ -239,8 +261,8 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
         return NULL;
     }
     seg->free_pages = npages;
-    if (opt.thp != THP_DEFAULT)
-        os_hint_hugepage(seg, size, opt.thp == THP_ALWAYS);
+    if (ph->options.thp != 0 && !hugetlb)
+        os_hint_hugepage(seg, size, ph->options.thp > 0);
     run->kind = SPAN_FREE;
     run->state = RUN_CLEAN;
     map_ends(run);
@@ -249,17 +271,33 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     return run;
 }
 
-static void segment_release(page_heap_t *ph, segment_t *seg, span_t *only_run)
+/* Unmaps seg if every page of it is free and none of its runs waits for
+ * decay (dirty, muzzy) or is being purged: its runs are clean or
+ * retained, and need not have merged (a hugetlb segment keeps retained
+ * runs beside clean ones). Walks the segment's runs only when all of its
+ * pages are free. */
+static bool segment_release_if_idle(page_heap_t *ph, segment_t *seg)
 {
-    run_unfile(ph, only_run);
-    map_page(seg, only_run->start, NULL);
-    map_page(seg, span_end(only_run) - PAGE, NULL);
-    pool_put(&ph->spans, only_run);
+    if (seg->free_pages != seg->npages - seg->first_page)
+        return false;
+    for (size_t i = seg->first_page; i < seg->npages;) {
+        const span_t *r = radix_span(seg->base + (i << LG_PAGE));
+        if (state_decays(r->state) || r->state == RUN_BUSY)
+            return false;
+        i += r->npages;
+    }
+    for (size_t i = seg->first_page; i < seg->npages;) {
+        span_t *r = radix_span(seg->base + (i << LG_PAGE));
+        i += r->npages;
+        run_unfile(ph, r);
+        map_page(seg, r->start, NULL);
+        map_page(seg, span_end(r) - PAGE, NULL);
+        pool_put(&ph->spans, r);
+    }
     segment_unlink(ph, seg);
     os_unmap(seg, seg->size);
+    return true;
 }
-
-static bool run_fills_segment(const span_t *r) { return r->npages == r->seg->npages - r->seg->first_page; }
 
 /* ---- coalescing -------------------------------------------------------- */
 
@@ -269,13 +307,22 @@ static uint64_t blend_time(const span_t *a, const span_t *b)
     return (uint64_t)(w / (a->npages + b->npages));
 }
 
+/* Runs of one state merge; a dirty run also takes in retained ones (both
+ * resident, contents unknown), so a retained run gets one more purge
+ * attempt only when a neighbour is freed, never once per decay pass. Busy
+ * runs merge with nothing. */
+static bool mergeable(unsigned state, unsigned neighbour_state)
+{
+    return neighbour_state == state || (state == RUN_DIRTY && neighbour_state == RUN_RETAINED);
+}
+
 static span_t *free_neighbour(span_t *r, uintptr_t addr)
 {
     segment_t *seg = r->seg;
     if (addr < seg->base + (seg->first_page << LG_PAGE) || addr >= seg->base + seg->size)
         return NULL;
     span_t *n = radix_span(addr);
-    if (n == NULL || n->kind != SPAN_FREE || n->state != r->state)
+    if (n == NULL || n->kind != SPAN_FREE || !mergeable(r->state, n->state))
         return NULL;
     return n;
 }
@@ -311,8 +358,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
 
 static span_t *find_run(page_heap_t *ph, size_t need, bool zero)
 {
-    static const uint8_t reuse_order[RUN_NSTATES] = {RUN_DIRTY, RUN_MUZZY, RUN_CLEAN};
-    static const uint8_t zero_order[RUN_NSTATES] = {RUN_CLEAN, RUN_DIRTY, RUN_MUZZY};
+    static const uint8_t reuse_order[RUN_NSTATES] = {RUN_DIRTY, RUN_RETAINED, RUN_MUZZY, RUN_CLEAN};
+    static const uint8_t zero_order[RUN_NSTATES] = {RUN_CLEAN, RUN_DIRTY, RUN_RETAINED, RUN_MUZZY};
     const uint8_t *order = zero ? zero_order : reuse_order;
     ph->nsearches++;
     for (int k = 0; k < RUN_NSTATES; k++) {
@@ -336,8 +383,6 @@ static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uint
     run_file(ph, piece);
 }
 
-#define ROOM_TO_GROW_MIN_PAGES 4
-
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
 {
     dpm_check(req->npages >= 1);
@@ -347,13 +392,10 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
         errno = ENOMEM;
         return NULL;
     }
-    span_t *r = NULL;
-    /* Big blocks are often realloc'd bigger: prefer a run with room to
-     * grow in place (4x), as a heap top gives glibc. */
-    if (req->npages >= ROOM_TO_GROW_MIN_PAGES && need <= SIZE_MAX / 4)
-        r = find_run(ph, need * 4, req->zero);
-    if (r == NULL)
-        r = find_run(ph, need, req->zero);
+    /* Holes first: a fitting free run of any state before a new segment.
+     * No room is reserved for realloc; ph_grow takes a free neighbour when
+     * a block actually grows. */
+    span_t *r = find_run(ph, need, req->zero);
     if (r == NULL)
         r = segment_create(ph, need);
     if (r == NULL) {
@@ -385,7 +427,7 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
     return r;
 }
 
-void ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
+span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
 {
     if (s->type_ids != NULL)
         pool_put(&ph->type_arrays, s->type_ids);
@@ -397,7 +439,7 @@ void ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
     span_reset(s, ph, seg, SPAN_FREE, start, npages);
     s->state = RUN_DIRTY;
     s->freed_at_ns = now_ns;
-    coalesce_and_file(ph, s);
+    return coalesce_and_file(ph, s);
 }
 
 bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
@@ -408,7 +450,7 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
     if (end >= seg->base + seg->size)
         return false;
     span_t *next = radix_span(end);
-    if (next == NULL || next->kind != SPAN_FREE || next->npages < extra)
+    if (next == NULL || next->kind != SPAN_FREE || next->state == RUN_BUSY || next->npages < extra)
         return false;
     run_unfile(ph, next);
     if (s->npages > 1)
@@ -430,14 +472,14 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
     return true;
 }
 
-void ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
+span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
 {
     size_t cut = s->npages - npages;
     if (cut == 0)
-        return;
+        return NULL;
     span_t *t = pool_get(&ph->spans);
     if (t == NULL)
-        return;
+        return NULL;
     if (s->npages > 1)
         map_page(s->seg, span_end(s) - PAGE, NULL);
     s->npages = npages;
@@ -448,23 +490,12 @@ void ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     t->freed_at_ns = now_ns;
     s->seg->free_pages += cut;
     ph->active_pages -= cut;
-    coalesce_and_file(ph, t);
+    return coalesce_and_file(ph, t);
 }
 
-/* Type tags of blocks that an arena reset discards stop counting as live. */
-static void forget_typed_blocks(const span_t *s)
+void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
 {
-    if (s->kind == SPAN_LARGE)
-        type_count_free(s->type_id, s->usable);
-    if (s->kind != SPAN_SLAB || s->type_ids == NULL)
-        return;
-    for (uint32_t i = 0; i <= s->last_index; i++)
-        if (s->type_ids[i] != 0)
-            type_count_free(s->type_ids[i], s->objsize);
-}
-
-void ph_release_all(page_heap_t *ph)
-{
+    dpm_check(ph->busy_pages == 0);
     while (ph->segments != NULL) {
         segment_t *seg = ph->segments;
         for (size_t i = seg->first_page; i < seg->npages;) {
@@ -476,7 +507,8 @@ void ph_release_all(page_heap_t *ph)
             map_page(seg, span_end(s) - PAGE, NULL);
             if (s->kind == SPAN_FREE)
                 run_unfile(ph, s);
-            forget_typed_blocks(s);
+            else
+                forget(s);
             if (s->type_ids != NULL)
                 pool_put(&ph->type_arrays, s->type_ids);
             pool_put(&ph->spans, s);
@@ -491,72 +523,204 @@ void ph_release_all(page_heap_t *ph)
 
 static bool old_enough(const span_t *r, uint64_t now_ns, int64_t ms)
 {
-    return now_ns >= r->freed_at_ns && now_ns - r->freed_at_ns >= (uint64_t)ms * 1000000u;
+    return ms >= 0 && now_ns >= r->freed_at_ns && now_ns - r->freed_at_ns >= (uint64_t)ms * 1000000u;
 }
 
-/* Purges r towards state `to`. A run ends clean only if the kernel really
- * zeroed it; a refused or partial purge leaves it muzzy (contents unknown,
- * maybe resident), so a later calloc still clears it. */
-static void purge_run(page_heap_t *ph, span_t *r, enum run_state to, uint64_t now_ns)
+/* The huge page size of MAP_HUGETLB segments (os_map_huge). */
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+/* Out of the indexes, busy, with npages of its pages at most: the rest
+ * stays filed where it was in the decay order. False if no descriptor
+ * for the rest could be had. */
+static bool take_busy(page_heap_t *ph, span_t *r, size_t npages)
 {
+    span_t *rest = NULL;
+    if (npages < r->npages && (rest = pool_get(&ph->spans)) == NULL)
+        return false;
     run_unfile(ph, r);
-    enum purge_result got = to == RUN_MUZZY ? os_purge_lazy((void *)r->start, span_bytes(r))
-                                            : os_purge_now((void *)r->start, span_bytes(r));
-    if (got == PURGE_ZEROED) {
-        to = RUN_CLEAN;
-        ph->npurged_now += r->npages;
-    } else {
-        to = RUN_MUZZY;
-        if (got == PURGE_LAZY)
-            ph->npurged_lazy += r->npages;
+    if (rest != NULL) {
+        span_reset(rest, ph, r->seg, SPAN_FREE, r->start + (npages << LG_PAGE), r->npages - npages);
+        rest->state = r->state;
+        rest->freed_at_ns = r->freed_at_ns;
+        map_ends(rest);
+        run_file_oldest(ph, rest);   /* its ends now map r's old last page */
+        r->npages = npages;
+        map_ends(r);
     }
-    r->state = (uint8_t)to;
-    r->freed_at_ns = now_ns;
-    r = coalesce_and_file(ph, r);
-    if (to == RUN_CLEAN && run_fills_segment(r))
-        segment_release(ph, r->seg, r);
+    r->state = RUN_BUSY;
+    ph->busy_pages += r->npages;
+    return true;
 }
 
-size_t ph_purge_run_at(page_heap_t *ph, uintptr_t addr, size_t min_bytes, uint64_t now_ns)
+/* What the kernel can be asked to drop of r: all of it, or in a hugetlb
+ * segment only the whole huge pages inside it (a hugetlb madvise with an
+ * unaligned start fails, and with a short length does nothing or, on
+ * kernels 5.18 to 6.2, drops the rest of the huge page). False if none. */
+static bool purgeable_range(const span_t *r, uintptr_t *from, size_t *bytes)
 {
-    span_t *r = radix_span(addr);
+    uintptr_t lo = r->start, hi = span_end(r);
+    if (r->seg->hugetlb) {
+        lo = (lo + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        hi &= ~(HUGE_PAGE - 1);
+    }
+    if (hi <= lo)
+        return false;
+    *from = lo;
+    *bytes = hi - lo;
+    return true;
+}
+
+/* Files r (purged or given up on), and unmaps its segment if decay has
+ * nothing left to do there. */
+static void settle(page_heap_t *ph, span_t *r)
+{
+    r = coalesce_and_file(ph, r);
+    if (!state_decays(r->state))
+        segment_release_if_idle(ph, r->seg);
+}
+
+/* Refiles r (not filed) as retained: decay has given up on it. */
+static void retain(page_heap_t *ph, span_t *r)
+{
+    r->state = RUN_RETAINED;
+    ph->nretained++;
+    settle(ph, r);
+}
+
+/* Takes the oldest run of lru if it is due; false when none is (or the
+ * batch or page budget is spent). */
+static bool take_one(page_heap_t *ph, span_list_t *lru, uint64_t now_ns, int64_t ms, bool lazy, size_t *budget,
+                     purge_batch_t *b)
+{
+    span_t *r = lru->head;
+    if (r == NULL || *budget == 0 || b->n == PH_PURGE_MAX_RUNS || !old_enough(r, now_ns, ms))
+        return false;
+    uintptr_t from;
+    size_t bytes;
+    if (!purgeable_range(r, &from, &bytes)) {
+        run_unfile(ph, r);
+        retain(ph, r);
+        return true;
+    }
+    size_t npages = r->npages < *budget ? r->npages : *budget;
+    if (!take_busy(ph, r, npages))
+        return false;
+    if (!purgeable_range(r, &from, &bytes)) {   /* the cut left no whole huge page */
+        ph->busy_pages -= r->npages;
+        retain(ph, r);
+        return true;
+    }
+    *budget -= npages;
+    b->item[b->n++] = (purge_item_t){.run = r, .from = from, .bytes = bytes,
+                                     .lazy = lazy && !r->seg->hugetlb, .got = PURGE_NONE};
+    return true;
+}
+
+size_t ph_purge_take_run(page_heap_t *ph, span_t *r, size_t min_bytes, purge_batch_t *b)
+{
+    size_t taken = 0;
+    b->n = 0;
     if (r == NULL || r->kind != SPAN_FREE || r->state != RUN_DIRTY || span_bytes(r) < min_bytes)
         return 0;
-    size_t pages = r->npages;
-    purge_run(ph, r, RUN_CLEAN, now_ns);
-    return pages;
+    while (r != NULL && b->n < PH_PURGE_MAX_RUNS) {
+        uintptr_t from, rest_start;
+        size_t bytes;
+        if (!purgeable_range(r, &from, &bytes))
+            break;
+        size_t npages = r->npages < PH_PURGE_MAX_PAGES ? r->npages : PH_PURGE_MAX_PAGES;
+        bool more = npages < r->npages;
+        rest_start = r->start + (npages << LG_PAGE);
+        if (!take_busy(ph, r, npages))
+            break;
+        if (!purgeable_range(r, &from, &bytes)) {   /* the cut left no whole huge page */
+            ph->busy_pages -= r->npages;
+            retain(ph, r);
+            break;
+        }
+        b->item[b->n++] = (purge_item_t){.run = r, .from = from, .bytes = bytes, .lazy = false, .got = PURGE_NONE};
+        taken += npages;
+        r = more ? radix_span(rest_start) : NULL;   /* the rest is a run of its own, first page mapped */
+        if (r != NULL && (r->kind != SPAN_FREE || r->state != RUN_DIRTY))
+            r = NULL;
+    }
+    return taken;
 }
 
-/* Each pass looks at most at the runs that were waiting when it began (a
- * purge that the kernel refused re-files its run, which must not be seen
- * again in the same pass) and at most max_runs of them. */
-size_t ph_decay_bounded(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms, size_t max_runs)
+size_t ph_purge_take(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms, size_t max_pages,
+                     purge_batch_t *b)
 {
-    size_t purged = 0;
+    size_t budget = max_pages < PH_PURGE_MAX_PAGES ? max_pages : PH_PURGE_MAX_PAGES;
+    size_t start = budget;
+    b->n = 0;
     ph->npurge_passes++;
-    span_t *r;
-    size_t budget = ph->free_runs[RUN_DIRTY].nruns;
-    while (dirty_ms >= 0 && budget-- > 0 && max_runs > 0 && (r = ph->lru[RUN_DIRTY].head) != NULL &&
-           old_enough(r, now_ns, dirty_ms)) {
-        purged += r->npages;
-        max_runs--;
-        purge_run(ph, r, muzzy_ms == 0 ? RUN_CLEAN : RUN_MUZZY, now_ns);
+    while (take_one(ph, &ph->lru[RUN_DIRTY], now_ns, dirty_ms, muzzy_ms != 0, &budget, b))
+        ;
+    while (take_one(ph, &ph->lru[RUN_MUZZY], now_ns, muzzy_ms, false, &budget, b))
+        ;
+    return start - budget;
+}
+
+void ph_purge_run(purge_batch_t *b)
+{
+    for (unsigned i = 0; i < b->n; i++) {
+        purge_item_t *it = &b->item[i];
+        it->got = (uint8_t)(it->lazy ? os_purge_lazy((void *)it->from, it->bytes)
+                                     : os_purge_now((void *)it->from, it->bytes));
     }
-    budget = ph->free_runs[RUN_MUZZY].nruns;
-    while (muzzy_ms >= 0 && budget-- > 0 && max_runs > 0 && (r = ph->lru[RUN_MUZZY].head) != NULL &&
-           old_enough(r, now_ns, muzzy_ms) && r->freed_at_ns != now_ns) {
-        purged += r->npages;
-        max_runs--;
-        purge_run(ph, r, RUN_CLEAN, now_ns);
+}
+
+/* A run ends clean only if the kernel zeroed all of it; a lazy purge
+ * leaves it muzzy; a refused or partial one (kernel pages larger than
+ * ours, hugetlb edges) leaves it retained, out of decay's way. */
+size_t ph_purge_finish(page_heap_t *ph, purge_batch_t *b, uint64_t now_ns)
+{
+    size_t released = 0;
+    for (unsigned i = 0; i < b->n; i++) {
+        const purge_item_t *it = &b->item[i];
+        span_t *r = it->run;
+        size_t pages = it->bytes >> LG_PAGE;
+        dpm_assert(r->state == RUN_BUSY);
+        ph->busy_pages -= r->npages;
+        ph->npurge_calls++;
+        if (it->got == PURGE_NONE) {
+            retain(ph, r);
+            continue;
+        }
+        released += pages;
+        bool whole = it->from == r->start && it->bytes == span_bytes(r);
+        if (it->got == PURGE_ZEROED && whole) {
+            r->state = RUN_CLEAN;
+            ph->npurged_now += pages;
+        } else if (it->lazy) {
+            r->state = RUN_MUZZY;
+            ph->npurged_lazy += pages;
+        } else {
+            r->state = RUN_RETAINED;
+            ph->nretained++;
+            ph->npurged_now += pages;
+        }
+        r->freed_at_ns = now_ns;
+        settle(ph, r);
     }
-    return purged;
+    b->n = 0;
+    return released;
 }
 
 size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms)
 {
-    return ph_decay_bounded(ph, now_ns, dirty_ms, muzzy_ms, SIZE_MAX);
+    purge_batch_t batch;
+    size_t released = 0;
+    /* Ends: every pass moves the runs it takes along (dirty -> muzzy ->
+     * clean or retained), stamped with now, so a muzzy run made here is
+     * due again only if muzzy_ms is 0, and then it leaves decay. */
+    for (;;) {
+        ph_purge_take(ph, now_ns, dirty_ms, muzzy_ms, SIZE_MAX, &batch);
+        if (batch.n == 0)
+            return released;
+        ph_purge_run(&batch);
+        released += ph_purge_finish(ph, &batch, now_ns);
+    }
 }
-
 
 /* ---- invariant check --------------------------------------------------- */
 
@@ -580,7 +744,7 @@ static bool check_span_mapping(const segment_t *seg, const span_t *s)
     return true;
 }
 
-static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *active)
+static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *active, size_t *busy)
 {
     size_t free_pages = 0;
     const span_t *prev = NULL;
@@ -592,7 +756,11 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
             return false;
         if (s->kind == SPAN_FREE) {
             free_pages += s->npages;
-            if (prev != NULL && prev->kind == SPAN_FREE && prev->state == s->state)
+            if (s->state == RUN_BUSY)
+                *busy += s->npages;
+            else if (s->state >= RUN_NSTATES)
+                return check_fail("free run of unknown state");
+            else if (prev != NULL && prev->kind == SPAN_FREE && prev->state == s->state)
                 return check_fail("two free runs of one state left uncoalesced");
         } else if (s->kind == SPAN_SLAB || s->kind == SPAN_LARGE) {
             *active += s->npages;
@@ -609,22 +777,45 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
     return true;
 }
 
+/* The decay lists hold exactly the dirty and muzzy runs, oldest first as
+ * far as splits and merges keep it (merged runs blend their times). */
+static bool check_lru(const page_heap_t *ph, unsigned st)
+{
+    size_t n = 0;
+    const span_t *prev = NULL;
+    for (const span_t *r = ph->lru[st].head; r != NULL; prev = r, r = r->lru_next, n++) {
+        if (r->kind != SPAN_FREE || r->state != st)
+            return check_fail("decay list holds a run of another state");
+        if (r->lru_prev != prev)
+            return check_fail("broken decay list back link");
+    }
+    if (ph->lru[st].tail != prev)
+        return check_fail("decay list tail is wrong");
+    if (n != ph->free_runs[st].nruns)
+        return check_fail("decay list and index disagree");
+    return true;
+}
+
 bool ph_check(page_heap_t *ph)
 {
     for (int st = 0; st < RUN_NSTATES; st++)
         if (!runs_check(&ph->free_runs[st], (uint8_t)st))
             return false;
-    size_t active = 0, n = 0;
+    if (!check_lru(ph, RUN_DIRTY) || !check_lru(ph, RUN_MUZZY))
+        return false;
+    size_t active = 0, busy = 0, n = 0;
     for (const segment_t *seg = ph->segments; seg != NULL; seg = seg->next, n++) {
         if (!radix_covered(seg->base) || !radix_covered(seg->base + seg->size - 1) || radix_span(seg->base) != NULL)
             return check_fail("segment missing from the address map");
-        if (!check_segment(ph, seg, &active))
+        if (!check_segment(ph, seg, &active, &busy))
             return false;
     }
     if (n != ph->nsegments)
         return check_fail("segment count is wrong");
     if (active != ph->active_pages)
         return check_fail("active page count is wrong");
+    if (busy != ph->busy_pages)
+        return check_fail("busy page count is wrong");
     return true;
 }
 

@@ -4,11 +4,20 @@
  * through the states dirty -> muzzy -> clean as decay asks.
  *
  * Free runs of each state sit in their own run index (runs.h); runs only
- * coalesce with neighbours of the same state, so a clean run is always
- * known to read as zero. Allocation prefers dirty runs (already faulted in,
- * cheapest to reuse), then muzzy, then clean, then a new segment.
+ * coalesce with neighbours of the same state (a freed dirty run also
+ * absorbs retained ones), so a clean run is always known to read as zero.
+ * Allocation takes any free run that fits before it maps a new segment,
+ * preferring dirty runs (already faulted in), then retained, muzzy, clean.
  *
- * Every call here is made with the arena lock held.
+ * Purging runs in three steps so that madvise runs without the arena
+ * lock: ph_purge_take (lock held) takes a bounded batch of runs out of the
+ * indexes and marks them busy; ph_purge_run (no lock) makes the kernel
+ * calls; ph_purge_finish (lock held) files them back as muzzy, clean or
+ * retained and unmaps segments that became wholly free. Batches hold
+ * disjoint runs; the heap must not be released while one is in flight
+ * (the arena serialises its batches and reset with its purge_lock).
+ *
+ * Every other call here is made with the arena lock held.
  * Owns: segments, span descriptors, run indexes, decay lists.
  * May call: os, radix, base, runs.
  */
@@ -22,8 +31,15 @@ typedef struct span_list {
     span_t *head, *tail;
 } span_list_t;
 
+/* How new segments are mapped (the "hugepages" and "thp" options). */
+typedef struct page_options {
+    bool hugepages;   /* MAP_HUGETLB first, normal pages when none are left */
+    int8_t thp;       /* 0: no hint; 1: MADV_HUGEPAGE; -1: MADV_NOHUGEPAGE */
+} page_options_t;
+
 typedef struct page_heap {
     struct arena *arena;
+    page_options_t options;
     run_index_t free_runs[RUN_NSTATES];
     span_list_t lru[2];               /* dirty, muzzy: oldest first */
     pool_t spans;                     /* span descriptors */
@@ -32,7 +48,10 @@ typedef struct page_heap {
     size_t nsegments;
     size_t mapped_bytes;
     size_t active_pages;              /* pages in slabs and large blocks */
+    size_t busy_pages;                /* free pages out of the indexes being purged */
     uint64_t npurge_passes, npurged_lazy, npurged_now;  /* pages */
+    uint64_t npurge_calls;            /* kernel purge calls made */
+    uint64_t nretained;               /* runs decay gave up on (pages kept resident) */
     uint64_t nsegments_mapped, nsegments_unmapped;
     uint64_t nsearches;               /* ph_alloc calls */
     uint64_t nsearch_hits;            /* served by an existing free run */
@@ -46,16 +65,18 @@ typedef struct page_request {
     bool zero;       /* wanted zeroed: clean runs first */
 } page_request_t;
 
-void ph_init(page_heap_t *ph, struct arena *arena);
+void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options);
 /* A new span of kind SPAN_LARGE covering req, with first and last page
  * mapped, or NULL (errno = ENOMEM). *zeroed tells if it reads as zero. */
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed);
-/* Takes back an active span (slab or large) as a dirty free run. */
-void ph_free(page_heap_t *ph, span_t *span, uint64_t now_ns);
+/* Takes back an active span (slab or large) as a dirty free run; returns
+ * the run it ended in (after coalescing). */
+span_t *ph_free(page_heap_t *ph, span_t *span, uint64_t now_ns);
 /* Extends an active span in place to npages if the run after it is free. */
 bool ph_grow(page_heap_t *ph, span_t *span, size_t npages);
-/* Cuts an active span down to npages, freeing the tail. */
-void ph_shrink(page_heap_t *ph, span_t *span, size_t npages, uint64_t now_ns);
+/* Cuts an active span down to npages, freeing the tail; returns the run
+ * the tail ended in, or NULL if nothing was cut. */
+span_t *ph_shrink(page_heap_t *ph, span_t *span, size_t npages, uint64_t now_ns);
 /* Map every page of span to it (slabs), or clear the pages between its
  * first and last (before a slab goes back). */
 void ph_map_all_pages(span_t *span);
@@ -64,20 +85,60 @@ void ph_unmap_inner_pages(span_t *span);
  * entries (span.h), under the arena lock. The only way to change the class
  * of a span whose pages are mapped: the free fast path reads the tag. */
 void ph_set_tcache_class(span_t *span, uint8_t tcache_class);
-/* Purges now the dirty free run whose first or last page is at addr, if
- * it has at least min_bytes; returns the pages purged. */
-size_t ph_purge_run_at(page_heap_t *ph, uintptr_t addr, size_t min_bytes, uint64_t now_ns);
-/* Purge free runs older than the decay times (ms; 0 = all, <0 = never).
- * Returns the number of pages purged. */
+/* Most runs and pages one purge batch takes: the work (kernel calls and
+ * pages they walk) of one decay pass of one heap. A longer run is split
+ * and its rest waits for the next pass. */
+#define PH_PURGE_MAX_RUNS 64
+#define PH_PURGE_MAX_PAGES 16384   /* 64 MiB */
+
+typedef struct purge_item {
+    span_t *run;
+    uintptr_t from;   /* what the kernel is asked to drop (hugetlb: whole huge pages) */
+    size_t bytes;
+    uint8_t lazy;     /* MADV_FREE (to muzzy) rather than MADV_DONTNEED (to clean) */
+    uint8_t got;      /* enum purge_result */
+} purge_item_t;
+
+typedef struct purge_batch {
+    unsigned n;
+    purge_item_t item[PH_PURGE_MAX_RUNS];
+} purge_batch_t;
+
+/* Decay, step 1 (lock held): takes dirty runs older than dirty_ms (to
+ * muzzy, or to clean if muzzy_ms is 0) and muzzy runs older than muzzy_ms
+ * (to clean), oldest first, at most max_pages pages (and
+ * PH_PURGE_MAX_RUNS runs) into b and marks them busy. Times in ms: 0 =
+ * every run, < 0 = none. Runs of hugetlb segments with no whole huge page
+ * become retained without a kernel call. Returns the pages taken. */
+size_t ph_purge_take(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms, size_t max_pages,
+                     purge_batch_t *b);
+/* Step 1 for one run (lock held): takes the dirty free run r (to clean),
+ * all of it in pieces of at most PH_PURGE_MAX_PAGES, if it has at least
+ * min_bytes; returns the pages taken (0: not dirty, too small, or nothing
+ * a hugetlb segment can drop). For runs a program is known to be done
+ * with (huge frees, cut tails), purged before decay would. */
+size_t ph_purge_take_run(page_heap_t *ph, span_t *r, size_t min_bytes, purge_batch_t *b);
+/* Step 2 (no lock needed): the kernel calls; touches only b. */
+void ph_purge_run(purge_batch_t *b);
+/* Step 3 (lock held): files b's runs back (a refused purge makes a run
+ * retained) and unmaps wholly free segments. Returns the pages the kernel
+ * accepted to release. */
+size_t ph_purge_finish(page_heap_t *ph, purge_batch_t *b, uint64_t now_ns);
+/* All three steps in a loop under the caller's lock until no run is due
+ * (tests, and callers that do not mind the lock). Returns pages released. */
 size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms);
-/* The same, purging at most max_runs runs (allocation paths bound the
- * work they do for decay). */
-size_t ph_decay_bounded(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms, size_t max_runs);
+/* Free pages that decay may still purge (dirty + muzzy). */
+DPM_INLINE size_t ph_decayable_pages(const page_heap_t *ph)
+{
+    return ph->free_runs[RUN_DIRTY].npages + ph->free_runs[RUN_MUZZY].npages;
+}
 /* Invariant walk over every segment: spans tile each segment, the page map
  * obeys the rule in span.h, indexes agree. False and a message if not. */
 bool ph_check(page_heap_t *ph);
-/* Returns every segment to the OS at once (arena reset). */
-void ph_release_all(page_heap_t *ph);
+/* Returns every segment to the OS at once (arena reset); calls
+ * forget(span) for each active span discarded. No purge batch may be in
+ * flight. */
+void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *));
 /* Fork: the global lock for address-map writes. */
 void pages_prefork(void);
 void pages_postfork_parent(void);

@@ -75,8 +75,22 @@ void runs_remove(run_index_t *ix, span_t *run)
     ix->npages -= run->npages;
 }
 
+/* Best fit in two O(1) steps. The list of the request's own length slot
+ * may hold runs shorter than the request (a slot spans 1/8 of its length
+ * class), so only its head is looked at: if it fits, no run in a smaller
+ * slot could, and it is within one slice of the best fit. Otherwise the first
+ * non-empty slot above the request's rounded-up length, where every member
+ * fits (TLSF good fit). Among runs of one slot the most recently filed one
+ * is taken (LIFO); ordering a slot's list by address would cost a scan or a
+ * tree per insert. */
 span_t *runs_find(run_index_t *ix, size_t npages)
 {
+    slot_t own = slot_of_length(npages);
+    if (own.fl < RUNS_NFL) {
+        span_t *head = ix->heads[own.fl][own.sl];
+        if (head != NULL && head->npages >= npages)
+            return head;
+    }
     slot_t s = slot_for_request(npages);
     if (s.fl >= RUNS_NFL)
         return NULL;

@@ -29,7 +29,11 @@ typedef struct run_index {
 void runs_init(run_index_t *ix);
 void runs_insert(run_index_t *ix, span_t *run);
 void runs_remove(run_index_t *ix, span_t *run);
-/* A run of at least npages pages, or NULL. The run stays in the index. */
+/* A run of at least npages pages, or NULL: the head of the request's own
+ * length slot if it fits, else the head of the first slot whose members
+ * all fit. No smaller slot can hold a fitting run, so the result is the
+ * best fit except that fitting runs behind the own slot's head are not
+ * seen (that would be a list scan). The run stays in the index. */
 span_t *runs_find(run_index_t *ix, size_t npages);
 /* Walks everything; returns false (and names the broken rule on stderr)
  * if an invariant fails. For tests and debug builds. */

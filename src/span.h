@@ -21,7 +21,13 @@
 #include "sizeclass.h"
 
 enum span_kind { SPAN_FREE = 1, SPAN_SLAB = 2, SPAN_LARGE = 3 };
-enum run_state { RUN_DIRTY = 0, RUN_MUZZY = 1, RUN_CLEAN = 2, RUN_NSTATES = 3 };
+/* Free-run states. Dirty: freed, resident. Muzzy: MADV_FREE'd. Clean:
+ * reads as zero. Retained: resident or partly released, contents unknown,
+ * and a purge of it was refused or cannot work (hugetlb edges): decay
+ * never retries it, allocation reuses it like a dirty run. Busy: out of
+ * every index while a purge runs outside the arena lock; nothing may
+ * allocate, grow into or coalesce with it. */
+enum run_state { RUN_DIRTY = 0, RUN_MUZZY = 1, RUN_CLEAN = 2, RUN_RETAINED = 3, RUN_NSTATES = 4, RUN_BUSY = 5 };
 #define TC_NONE 255   /* tcache_class of spans whose blocks bypass thread caches */
 
 struct arena;
@@ -73,6 +79,7 @@ typedef struct segment {
     size_t first_page;       /* pages before it hold this header */
     struct arena *arena;
     size_t free_pages;
+    bool hugetlb;            /* MAP_HUGETLB: only whole huge pages can be purged */
     struct segment *next, *prev;
 } segment_t;
 

@@ -67,7 +67,8 @@ static void snap_page_heap(arena_snap_t *o, arena_t *a)
     o->mapped = ph->mapped_bytes;
     o->nsegments = ph->nsegments;
     o->active_pages = ph->active_pages;
-    o->dirty_pages = ph->free_runs[RUN_DIRTY].npages;
+    /* retained runs and runs being purged are (maybe) resident: dirty */
+    o->dirty_pages = ph->free_runs[RUN_DIRTY].npages + ph->free_runs[RUN_RETAINED].npages + ph->busy_pages;
     o->muzzy_pages = ph->free_runs[RUN_MUZZY].npages;
     o->clean_pages = ph->free_runs[RUN_CLEAN].npages;
     o->npurge_passes = ph->npurge_passes;
@@ -111,6 +112,26 @@ static void snap_arena_locked(arena_snap_t *o, arena_t *a)
     o->samples = a->samples_exited;
 }
 
+static void add_bin_totals(arena_snap_t *o, const bin_snap_t *b)
+{
+    o->small_allocated += b->curobjs * b->objsize;
+    o->nmalloc_small += b->nmalloc;
+    o->nfree_small += b->nfree;
+    mutex_stats_merge(&b->lock, &o->bins_locks);
+}
+
+static void snap_special_bin(bin_t *bin, void *arg)
+{
+    arena_snap_t *o = arg;
+    bin_snap_t extra;
+    memset(&extra, 0, sizeof(extra));
+    bin_snap_t *b = o->nbins < NSMALL + STATS_SPECIAL_ROWS ? &o->bins[o->nbins++] : &extra;
+    if (b == &extra)
+        o->nspecial_unlisted++;
+    snap_bin(b, bin);
+    add_bin_totals(o, b);
+}
+
 static void snap_arena(arena_snap_t *o, arena_t *a)
 {
     memset(o, 0, sizeof(*o));
@@ -122,17 +143,9 @@ static void snap_arena(arena_snap_t *o, arena_t *a)
     for (unsigned c = 0; c < NSMALL; c++)
         snap_bin(&o->bins[c], &a->bins[c]);
     o->nbins = NSMALL;
-    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++) {
-        bin_t *b = __atomic_load_n(&a->special[s].bin, __ATOMIC_ACQUIRE);
-        if (b != NULL)
-            snap_bin(&o->bins[o->nbins++], b);
-    }
-    for (unsigned i = 0; i < o->nbins; i++) {
-        o->small_allocated += o->bins[i].curobjs * o->bins[i].objsize;
-        o->nmalloc_small += o->bins[i].nmalloc;
-        o->nfree_small += o->bins[i].nfree;
-        mutex_stats_merge(&o->bins[i].lock, &o->bins_locks);
-    }
+    for (unsigned i = 0; i < o->nbins; i++)
+        add_bin_totals(o, &o->bins[i]);
+    arena_for_each_special_bin(a, snap_special_bin, o);
     mutex_lock(&a->lock);
     snap_arena_locked(o, a);
     mutex_unlock(&a->lock);
@@ -350,7 +363,7 @@ static void print_large(emitter_t *em, const arena_snap_t *o)
 
 static void print_page_runs(emitter_t *em, const arena_snap_t *o)
 {
-    static const char *const names[RUN_NSTATES] = {"dirty", "muzzy", "clean"};
+    static const char *const names[RUN_NSTATES] = {"dirty", "muzzy", "clean", "retained"};
     static const char *const cols[] = {"state", "runs", "pages", "longest_list"};
     em_obj_begin(em, "page_runs");
     em_u64(em, "searches", o->nsearches);

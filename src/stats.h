@@ -12,6 +12,10 @@
 #include "mutex.h"
 #include "tcache.h"
 
+/* Special (phased, typed) bins listed one per row; any more are only
+ * counted in their arena's totals. */
+#define STATS_SPECIAL_ROWS 128
+
 typedef struct bin_snap {
     uint32_t size_class;
     size_t objsize;
@@ -50,7 +54,8 @@ typedef struct arena_snap {
     mutex_stats_t arena_lock, bins_locks;
     slow_samples_t samples;
     unsigned nbins;                  /* plain bins, then special ones */
-    bin_snap_t bins[NSMALL + ARENA_SPECIAL_SLOTS];
+    unsigned nspecial_unlisted;      /* special bins beyond the rows below (in the totals) */
+    bin_snap_t bins[NSMALL + STATS_SPECIAL_ROWS];
     large_snap_t large[NLARGE_STATS];
 } arena_snap_t;
 

@@ -223,6 +223,10 @@ void tcache_large_init(large_cache_t *lc);
 bool tcache_large_put(tcache_t *tc, span_t *s);
 /* A cached block of size's class (page aligned), or NULL. */
 void *tcache_large_take(tcache_t *tc, size_t size);
+/* A cached block that realloc grew, cut down to what a fresh block of
+ * size bytes gets (page aligned; sizes below the large classes too), or
+ * NULL: the start of a new chain of growth. */
+void *tcache_large_take_grown(tcache_t *tc, size_t size);
 /* Sends tc's large blocks home (those of arena `only`, or all if NULL);
  * idle_only: only if the cache was not used since the last such call.
  * Any thread may call it. Returns the usable bytes sent home. */

@@ -107,14 +107,11 @@ static bool large_make_room(large_cache_t *lc, size_t need)
 bool tcache_large_put(tcache_t *tc, span_t *s)
 {
     large_cache_t *lc = &tc->large;
-    /* Only whole, untyped, class-sized blocks of the thread's own automatic
-     * arena: what a later request of that class can be served with as is.
-     * Not blocks that realloc grew: they end a chain of growth (s, 2s,
-     * 4s ...), and the next such chain grows in place only where they
-     * coalesce back into the page heap; cached, they would be taken whole
-     * by the chain's next step and its contents copied. */
-    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->grew || s->arena != tc->arena || s->arena->manual ||
-        s->type_id != 0 || s->base != s->start || s->size_class < NSMALL || s->usable != sc_size(s->size_class) ||
+    /* Only whole, untyped blocks of the thread's own automatic arena, of a
+     * class size (what a later request of that class is served with) or
+     * grown by realloc (served cut down, below). */
+    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || s->arena->manual ||
+        s->type_id != 0 || s->base != s->start || (!s->grew && s->usable != sc_size(s->size_class)) ||
         s->usable > large_block_max())
         return false;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
@@ -129,29 +126,57 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
     return ok;
 }
 
-void *tcache_large_take(tcache_t *tc, size_t size)
+/* A block for a request of size bytes: one of its class as it is, else
+ * (cut_only: only) one that realloc grew, cut down to what a fresh block
+ * of size gets. A grown block ended a chain of growth (s, 2s, 4s ...);
+ * cut to the next chain's first size, with the rest of its pages free
+ * right after it, that chain grows in place again instead of being
+ * copied. The cut goes back to the page heap at once, dirty: the chain's
+ * next step takes it back. */
+static void *large_take(tcache_t *tc, size_t size, bool cut_only)
 {
     large_cache_t *lc = &tc->large;
-    if (!large_cache_in_play(tc) || size > large_block_max() || size <= SMALL_MAX)
-        return NULL;
     unsigned c = sc_of_size(size);
+    size_t exact = c >= NSMALL ? sc_size(c) : 0;
     span_t *s = NULL;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
-    for (unsigned i = lc->n; i-- > 0;)
-        if (lc->blocks[i]->size_class == c) {
+    for (unsigned i = lc->n; i-- > 0 && s == NULL && !cut_only;)
+        if (lc->blocks[i]->usable == exact)
             s = large_remove(lc, i);
-            break;
-        }
+    for (unsigned i = lc->n; i-- > 0 && s == NULL;)
+        if (lc->blocks[i]->grew && lc->blocks[i]->usable > size)
+            s = large_remove(lc, i);
     lc->used |= s != NULL;
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
+    if (s->usable != exact) {
+        if (!arena_resize_large_in_place(s, size, false) || s->usable - size > size / 4 + PAGE) {
+            arena_free_large(s);
+            return NULL;
+        }
+    }
+    s->grew = 0;
     /* Arenas run decay from their own operations: a thread whose big
      * blocks all come from here still ticks its arena now and then. */
     if (++lc->takes % LARGE_TICK_EVERY == 0)
         arena_tick_now(tc->arena);
     s->requested = size;
     return (void *)s->base;
+}
+
+void *tcache_large_take(tcache_t *tc, size_t size)
+{
+    if (!large_cache_in_play(tc) || size > large_block_max() || size <= SMALL_MAX)
+        return NULL;
+    return large_take(tc, size, false);
+}
+
+void *tcache_large_take_grown(tcache_t *tc, size_t size)
+{
+    if (!large_cache_in_play(tc) || size > large_block_max())
+        return NULL;
+    return large_take(tc, size, true);
 }
 
 size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)

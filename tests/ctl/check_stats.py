@@ -113,7 +113,7 @@ def main():
                 err("%s: hit_rate %r" % (w, pr.get("hit_rate")))
             for row in pr.get("free_runs", []):
                 need(row, RUN_COLS, w + " free_runs row")
-            if [r.get("state") for r in pr.get("free_runs", [])] != ["dirty", "muzzy", "clean"]:
+            if [r.get("state") for r in pr.get("free_runs", [])] != ["dirty", "muzzy", "clean", "retained"]:
                 err("%s: free_runs states %r" % (w, [r.get("state") for r in pr.get("free_runs", [])]))
             locks = "x" not in mode
             section(a, "arena_lock", locks, w)

@@ -2,7 +2,8 @@
  * test_pages.c - the page-run allocator of one arena driven by random
  * allocations (any length, alignment and phase), frees, in-place grows
  * and shrinks, and decay passes, with the whole-heap invariant checker
- * after every step. Also checks that results are aligned as asked, never
+ * after every step. A purge batch may stay in flight (its runs busy)
+ * across many steps, as it does while madvise runs outside the lock. Also checks that results are aligned as asked, never
  * overlap, are found through the address map (with the page-map tag of
  * their tcache_class, also after ph_set_tcache_class), and that runs
  * reported clean really read as zero.
@@ -21,6 +22,8 @@
 #endif
 
 static span_t *live[NLIVE];
+static purge_batch_t pending;
+static bool in_flight;
 
 static page_request_t random_request(uint64_t *rng)
 {
@@ -96,6 +99,14 @@ int main(void)
             size_t want = 1 + unit_rand(&rng) % (live[i]->npages - 1);
             ph_shrink(ph, live[i], want, now);
             EXPECT_EQ_U(live[i]->npages, want);
+        } else if (in_flight) {
+            ph_purge_run(&pending);
+            ph_purge_finish(ph, &pending, now);
+            in_flight = false;
+        } else if (unit_rand(&rng) % 2) {
+            ph_purge_take(ph, now, (int64_t)(unit_rand(&rng) % 3), (int64_t)(unit_rand(&rng) % 3) - 1,
+                          1 + unit_rand(&rng) % 2000, &pending);
+            in_flight = true;
         } else {
             ph_decay(ph, now, (int64_t)(unit_rand(&rng) % 3), (int64_t)(unit_rand(&rng) % 3) - 1);
         }
@@ -104,6 +115,10 @@ int main(void)
         EXPECT_TRUE(ok, "page heap invariants broken at step %d (op %u)", step, op);
     }
     mutex_lock(&a->lock);
+    if (in_flight) {
+        ph_purge_run(&pending);
+        ph_purge_finish(ph, &pending, now);
+    }
     for (int i = 0; i < NLIVE; i++)
         if (live[i] != NULL)
             ph_free(ph, live[i], now);
