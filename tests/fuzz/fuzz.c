@@ -14,7 +14,9 @@
  * checker, and exits; the parent checks its exit status.
  *
  * usage: test_fuzz [--seed N] [--seconds S] [--threads N] [--ops N]
- *                  [--phases N] [--no-fork] [--avoid NAME[,NAME]]
+ *                  [--phases N] [--no-fork] [--avoid NAME[,NAME...]]
+ * --avoid steps around known defects so that the rest can run (fuzz.h):
+ * foreign-manual-free, sized-slack.
  * Prints the seed first; a failure prints "fuzz: FAILED seed=<N> ..." and
  * the command that reproduces the run. Thread interleavings are not
  * reproducible, each thread's sequence of choices is.
@@ -109,11 +111,16 @@ void fuzz_fail(const fthread_t *t, const char *fmt, ...)
 
 static void on_signal(int sig)
 {
-    char head[256], line[1400];
+    char head[256], line[1600];
     _Static_assert(sizeof line > sizeof head + sizeof repro + 100, "room for the report");
     describe(self, head, sizeof head);
-    snprintf(line, sizeof line, "%s: signal %d (%s)\nfuzz: reproduce with: %s\n0 passed, 1 failed\n", head, sig,
-             strsignal(sig), repro);
+    const blk_t *b = self != NULL ? &self->cur : NULL;
+    snprintf(line, sizeof line,
+             "%s: signal %d (%s); last block checked: %p (from %s) size %zu align %zu arena %d usable %zu\n"
+             "fuzz: reproduce with: %s\n0 passed, 1 failed\n",
+             head, sig, strsignal(sig), b ? (void *)b->p : NULL, b && b->origin ? b->origin : "-", b ? b->size : 0,
+             b ? b->align : 0,
+             b ? b->arena : 0, b && b->p ? dpm_usable_size(b->p) : 0, repro);
     say(line);
     signal(sig, SIG_DFL);
     raise(sig);
@@ -125,7 +132,7 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--seed N] [--seconds S] [--threads N] [--ops N] [--phases N] [--no-fork]\n"
-            "          [--avoid foreign-manual-free,sized-aligned]\n",
+            "          [--avoid foreign-manual-free,sized-slack]\n",
             argv0);
     exit(2);
 }
@@ -137,13 +144,25 @@ static unsigned parse_avoid(const char *s, const char *argv0)
         size_t n = strcspn(s, ",");
         if (n == strlen("foreign-manual-free") && strncmp(s, "foreign-manual-free", n) == 0)
             mask |= AVOID_FOREIGN_MANUAL;
-        else if (n == strlen("sized-aligned") && strncmp(s, "sized-aligned", n) == 0)
-            mask |= AVOID_SIZED_ALIGNED;
+        else if (n == strlen("sized-slack") && strncmp(s, "sized-slack", n) == 0)
+            mask |= AVOID_SIZED_SLACK;
         else
             usage(argv0);
         s += n + (s[n] == ',');
     }
     return mask;
+}
+
+/* The --avoid argument that repeats conf.avoid, after prefix; "" for none. */
+static void avoid_names(char *buf, size_t n, const char *prefix)
+{
+    static const char *const names[] = {"foreign-manual-free", "sized-slack"};
+    buf[0] = '\0';
+    for (unsigned k = 0; k < 2; k++)
+        if (conf.avoid & (1u << k)) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, n - used, "%s%s", used == 0 ? prefix : ",", names[k]);
+        }
 }
 
 static void parse_args(int argc, char **argv)
@@ -180,12 +199,8 @@ static void parse_args(int argc, char **argv)
         conf.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
 
     const char *env = getenv("DPMALLOC_CONF");
-    char avoid[64] = "";
-    if (conf.avoid != 0)
-        snprintf(avoid, sizeof avoid, " --avoid %s%s%s",
-                 conf.avoid & AVOID_FOREIGN_MANUAL ? "foreign-manual-free" : "",
-                 conf.avoid == (AVOID_FOREIGN_MANUAL | AVOID_SIZED_ALIGNED) ? "," : "",
-                 conf.avoid & AVOID_SIZED_ALIGNED ? "sized-aligned" : "");
+    char avoid[96] = "";
+    avoid_names(avoid, sizeof avoid, " --avoid ");
     char phases[32] = "";
     if (conf.max_phases != 0)
         snprintf(phases, sizeof phases, " --phases %u", conf.max_phases);
@@ -535,10 +550,10 @@ int main(int argc, char **argv)
     parse_args(argc, argv);
     t_start = now_s();
     t_deadline = t_start + conf.seconds;
-    printf("fuzz: seed=%llu threads=%u ops=%u seconds=%g fork=%s%s%s DPMALLOC_CONF=%s\n",
-           (unsigned long long)conf.seed, conf.nthreads, conf.ops, conf.seconds, conf.fork ? "yes" : "no",
-           conf.avoid & AVOID_FOREIGN_MANUAL ? " avoid=foreign-manual-free" : "",
-           conf.avoid & AVOID_SIZED_ALIGNED ? " avoid=sized-aligned" : "",
+    char avoid[96];
+    avoid_names(avoid, sizeof avoid, " avoid=");
+    printf("fuzz: seed=%llu threads=%u ops=%u seconds=%g fork=%s%s DPMALLOC_CONF=%s\n",
+           (unsigned long long)conf.seed, conf.nthreads, conf.ops, conf.seconds, conf.fork ? "yes" : "no", avoid,
            getenv("DPMALLOC_CONF") ? getenv("DPMALLOC_CONF") : "(unset)");
     printf("fuzz: reproduce with: %s\n", repro);
     fflush(stdout);

@@ -38,7 +38,7 @@ typedef struct blk {
     size_t align;     /* alignment asked for (1: none beyond the default) */
     int arena;        /* ARENA_AUTO or the index of a manual arena */
     uint8_t family;   /* enum blk_family */
-    bool aligned;     /* asked for more than 16 bytes' alignment, or an offset */
+    const char *origin;  /* the call that returned it (failure reports) */
 } blk_t;
 
 /* ---- run configuration ------------------------------------------------- */
@@ -47,7 +47,9 @@ typedef struct blk {
 enum {
     AVOID_FOREIGN_MANUAL = 1u << 0,  /* "foreign-manual-free": a thread bound to a manual
                                         arena frees no block of another manual arena */
-    AVOID_SIZED_ALIGNED = 1u << 1,   /* "sized-aligned": no sized free of aligned blocks */
+    AVOID_SIZED_SLACK = 1u << 1,     /* "sized-slack": no sized free of a block whose usable
+                                        size is 4 times its size or more (secure mode
+                                        misreads such sizes as wrong) */
 };
 
 typedef struct fuzz_conf {
@@ -90,6 +92,7 @@ typedef struct fthread {
     unsigned phase;
     uint64_t opno;           /* operation number within the phase */
     const char *op;          /* the operation running (failure reports) */
+    blk_t cur;               /* the block it last checked (before a free or realloc) */
     bool in_child;           /* the fork child's burst */
     uint64_t count[OP_NKINDS];
     uint64_t bytes;          /* bytes requested by allocations */

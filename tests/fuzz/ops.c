@@ -157,7 +157,7 @@ static void track(fthread_t *t, void *vp, size_t size, size_t align, size_t offs
         fuzz_fail(t, "zeroed block %p size %zu has 0x%02x at offset %zu", (void *)p, size, got, bad);
     pat_fill(p, size);
     t->blk[t->nblk++] = (blk_t){.p = p, .size = size, .align = align, .arena = arena, .family = family,
-                                .aligned = align > 16 || offset != 0};
+                                .origin = t->op};
     t->live += size;
     t->bytes += size;
 }
@@ -189,7 +189,7 @@ int pick_release(fthread_t *t)
 
 static void release_with(fthread_t *t, const blk_t *b, bool sized)
 {
-    if (sized && b->aligned && (conf.avoid & AVOID_SIZED_ALIGNED))
+    if (sized && (conf.avoid & AVOID_SIZED_SLACK) && usable(b->p) / 4 >= b->size)
         sized = false;
 #if FUZZ_LIBC
     if (sized && b->family == FAM_LIBC)

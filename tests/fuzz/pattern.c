@@ -149,8 +149,9 @@ size_t pat_check_zero(const unsigned char *p, size_t size, unsigned char *got)
 void blk_verify(fthread_t *t, const blk_t *b, const char *when)
 {
     unsigned char want, got;
+    t->cur = *b;
     size_t bad = pat_check(b->p, b->p, b->size, b->size, &want, &got);
     if (bad != SIZE_MAX)
-        fuzz_fail(t, "pattern mismatch %s: block %p size %zu align %zu arena %d offset %zu: want 0x%02x got 0x%02x",
-                  when, (void *)b->p, b->size, b->align, b->arena, bad, want, got);
+        fuzz_fail(t, "pattern mismatch %s: block %p (from %s) size %zu align %zu arena %d offset %zu: "
+                  "want 0x%02x got 0x%02x", when, (void *)b->p, b->origin, b->size, b->align, b->arena, bad, want, got);
 }
