@@ -163,6 +163,8 @@ void xchg_sweep(bool (*fn)(blk_t *b, void *arg), void *arg);
 /* ---- ops.c -------------------------------------------------------------- */
 
 extern const char *const op_names[OP_NKINDS];
+/* Before the threads start. */
+void ops_init(void);
 /* One random operation. */
 void op_random(fthread_t *t);
 /* A random block of t's table that t may free or move (see --avoid), or -1. */

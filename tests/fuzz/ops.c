@@ -545,18 +545,18 @@ static const op_desc_t ops[OP_NKINDS] = {
     [OP_CHECK] = {op_check, 1, false},
 };
 
-static unsigned weight_total(void)
+static unsigned weight_total;
+
+void ops_init(void)
 {
-    static unsigned total;
-    if (total == 0)
-        for (unsigned k = 0; k < OP_NKINDS; k++)
-            total += ops[k].weight;
-    return total;
+    weight_total = 0;
+    for (unsigned k = 0; k < OP_NKINDS; k++)
+        weight_total += ops[k].weight;
 }
 
 static unsigned pick_kind(fthread_t *t)
 {
-    unsigned r = (unsigned)rnd_below(&t->rng, weight_total());
+    unsigned r = (unsigned)rnd_below(&t->rng, weight_total);
     for (unsigned k = 0; k < OP_NKINDS; k++) {
         if (r < ops[k].weight)
             return k;
