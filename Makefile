@@ -6,7 +6,7 @@ BUILD ?= build
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all release test bench bench-full bench-deps asan tsan clean
+.PHONY: all release test bench bench-full bench-deps asan tsan fuzz clean
 
 all: release
 
@@ -28,6 +28,14 @@ tsan:
 	# TSan's deadlock detector tracks at most 64 held locks; fork's prepare
 	# handler holds every arena and bin lock at once, by design.
 	cd build-tsan && TSAN_OPTIONS="detect_deadlocks=0 $(TSAN_OPTIONS)" ctest --output-on-failure -j2 --timeout 900 -L sanitize
+
+# Long fuzzer run (tests/fuzz): a fresh seed unless FUZZ_SEED is given;
+# FUZZ_ARGS adds options, e.g. FUZZ_ARGS="--threads 8 --avoid sized-slack".
+# DPMALLOC_CONF from the environment applies.
+FUZZ_SECONDS ?= 300
+FUZZ_SEED ?=
+fuzz: release
+	$(BUILD)/tests/test_fuzz --seconds $(FUZZ_SECONDS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED)) $(FUZZ_ARGS)
 
 # --- benchmark targets (owned by bench/) ---
 #   make bench        quick run, a few minutes (bench/results/latest-quick)

@@ -298,6 +298,47 @@ static int h_arena_name(const ctl_call_t *c, const void *arg)
     return read_only(c, &name, sizeof(name));
 }
 
+/* ---- debug.* ----------------------------------------------------------- */
+
+/* Structures of arena a (every bin, then the page heap) whose invariant
+ * check fails. Each check holds its own lock only: bin_check takes the
+ * bin lock, ph_check wants the arena lock, and bins come first in the
+ * lock order (bin -> arena). */
+static unsigned check_arena(arena_t *a)
+{
+    unsigned bad = 0;
+    for (unsigned c = 0; c < NSMALL; c++)
+        bad += !bin_check(&a->bins[c]);
+    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++) {
+        bin_t *b = __atomic_load_n(&a->special[s].bin, __ATOMIC_ACQUIRE);
+        if (b != NULL)
+            bad += !bin_check(b);
+    }
+    mutex_lock(&a->lock);
+    bad += !ph_check(&a->ph);
+    mutex_unlock(&a->lock);
+    return bad;
+}
+
+/* The iteration lock keeps arenas from being created, destroyed or
+ * re-initialised under the walk. */
+static int h_check_heap(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    if (wants_write(c))
+        return EPERM;
+    unsigned bad = 0;
+    arenas_iteration_lock();
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL && !a->destroyed)
+            bad += check_arena(a);
+    }
+    arenas_iteration_unlock();
+    return read_out(c, &bad, sizeof(bad));
+}
+
 /* ---- stats.* ----------------------------------------------------------- */
 
 enum field_kind { F_U32, F_U64, F_SIZE, F_I64_AS_SSIZE };
@@ -428,6 +469,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"arena.#.dirty_decay_ms", "ssize_t", "rw", h_arena_decay_ms, NULL},
     {"arena.#.muzzy_decay_ms", "ssize_t", "rw", h_arena_decay_ms, "muzzy"},
     {"arena.#.name", "const char *", "r-", h_arena_name, NULL},
+    {"debug.check_heap", "unsigned", "r-", h_check_heap, NULL},
     {"stats.allocated", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, allocated, F_SIZE)},
     {"stats.active", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, active, F_SIZE)},
     {"stats.resident", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, resident, F_SIZE)},
