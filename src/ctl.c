@@ -304,16 +304,14 @@ static int h_arena_name(const ctl_call_t *c, const void *arg)
  * check fails. Each check holds its own lock only: bin_check takes the
  * bin lock, ph_check wants the arena lock, and bins come first in the
  * lock order (bin -> arena). */
+static void check_special_bin(bin_t *b, void *bad) { *(unsigned *)bad += !bin_check(b); }
+
 static unsigned check_arena(arena_t *a)
 {
     unsigned bad = 0;
     for (unsigned c = 0; c < NSMALL; c++)
         bad += !bin_check(&a->bins[c]);
-    for (unsigned s = 0; s < ARENA_SPECIAL_SLOTS; s++) {
-        bin_t *b = __atomic_load_n(&a->special[s].bin, __ATOMIC_ACQUIRE);
-        if (b != NULL)
-            bad += !bin_check(b);
-    }
+    arena_for_each_special_bin(a, check_special_bin, &bad);
     mutex_lock(&a->lock);
     bad += !ph_check(&a->ph);
     mutex_unlock(&a->lock);
