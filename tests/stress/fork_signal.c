@@ -23,7 +23,9 @@
 #define NHELPERS 5
 #define NSLOTS 1009
 #define NITER 1500
+#ifndef LIMIT_S
 #define LIMIT_S 20
+#endif
 
 static pthread_barrier_t *barrier;
 static volatile sig_atomic_t handler_forks, handler_errors;
