@@ -1,12 +1,21 @@
 /*
  * init.c - bringing dpmalloc up: options, size classes, the first arena,
- * the thread-exit key and fork handlers. Runs on the first allocation of
- * the process (possibly before main, possibly from the dynamic loader), so
- * it calls nothing that allocates until g.initialized is set.
+ * the thread-exit key and fork handlers.
+ *
+ * Initialisation runs in a library constructor, or earlier at the first
+ * allocation if that comes first (another library's constructor, the
+ * dynamic loader). Either way it happens before the program's own
+ * constructors, so dpmalloc's fork handlers are registered before any the
+ * program registers: glibc runs prepare handlers in reverse order of
+ * registration, so the program's handlers run before dpmalloc takes its
+ * locks and may allocate. Initialisation calls nothing that allocates
+ * until g.initialized is set. A failed initialisation is final: later
+ * allocations fail at once with ENOMEM, and its warnings are printed once.
  */
 #include "conf.h"
 #include "error.h"
 #include "global.h"
+#include "mutex.h"
 #include "os.h"
 #include "background.h"
 #include "stats.h"
@@ -18,11 +27,53 @@
 global_t g;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool init_running_here;
+static bool init_failed;
+
+/* ---- fork ---------------------------------------------------------------
+ *
+ * Lock order at fork: glibc's list of open FILEs, then every dpmalloc lock
+ * (bg_lock, stats, types, thread caches, arenas and bins, page map, base).
+ * glibc's fork takes that list lock itself, but only after the prepare
+ * handlers; a thread in fflush(NULL) holds it while it waits for a FILE
+ * whose holder (getline, a first buffered write) is in malloc. If dpmalloc
+ * held its locks before the list lock, that malloc would wait for the
+ * forking thread, which waits for fflush: a cycle. Taking the list lock
+ * first gives glibc's own order (its malloc locks come after the list lock
+ * too). The lock is recursive, so glibc's own acquisition still succeeds;
+ * in the parent glibc releases its level before the parent handlers run,
+ * in the child it re-initialises the lock before the child handlers run
+ * (only when it took it; resetting it again here is harmless and right
+ * either way). Weak references: another libc simply has no such lock.
+ *
+ * While the process has one thread, fork takes no lock at all, as glibc's
+ * malloc does: nothing can hold one except the code fork interrupted (a
+ * fork from a signal handler), and taking it would deadlock.
+ *
+ * prefork decides once and records the decision; both postfork handlers
+ * follow the record and never test a condition again, so every lock taken
+ * is released (parent) or re-initialised (child) exactly once. One record
+ * suffices: in a multi-threaded process glibc serialises forks (its
+ * atfork lock), and a fork nested in a signal handler happens only in a
+ * single-threaded process, where both decisions are "nothing".
+ */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern void _IO_list_resetlock(void) __attribute__((weak));
+
+static bool fork_locked;   /* what the running fork's prefork did */
+
+static bool fork_must_lock(void)
+{
+    return __atomic_load_n(&g.initialized, __ATOMIC_ACQUIRE) && !process_single_threaded();
+}
 
 static void prefork(void)
 {
-    if (!g.initialized)
+    fork_locked = fork_must_lock();
+    if (!fork_locked)
         return;
+    if (_IO_list_lock != NULL)
+        _IO_list_lock();
     background_prefork();
     stats_prefork();
     types_prefork();
@@ -34,7 +85,7 @@ static void prefork(void)
 
 static void postfork_parent(void)
 {
-    if (!g.initialized)
+    if (!fork_locked)
         return;
     base_postfork_parent();
     pages_postfork_parent();
@@ -43,11 +94,13 @@ static void postfork_parent(void)
     types_postfork_parent();
     stats_postfork_parent();
     background_postfork_parent();
+    if (_IO_list_unlock != NULL)
+        _IO_list_unlock();
 }
 
 static void postfork_child(void)
 {
-    if (!g.initialized)
+    if (!fork_locked)
         return;
     base_postfork_child();
     pages_postfork_child();
@@ -56,7 +109,11 @@ static void postfork_child(void)
     types_postfork_child();
     stats_postfork_child();
     background_postfork_child();
+    if (_IO_list_resetlock != NULL)
+        _IO_list_resetlock();
 }
+
+/* ---- initialisation ----------------------------------------------------- */
 
 static bool init_locked(void)
 {
@@ -76,8 +133,10 @@ static bool init_locked(void)
     tcache_init_free_key();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
-    if (arena_get(0) == NULL)
+    if (arena_get(0) == NULL) {
+        pthread_key_delete(g.thread_key);
         return false;
+    }
     __atomic_store_n(&g.initialized, true, __ATOMIC_RELEASE);
     /* May allocate: only now that the heap works. */
     pthread_atfork(prefork, postfork_parent, postfork_child);
@@ -96,13 +155,27 @@ bool dpm_init_slow(void)
      * fails instead of deadlocking on init_lock. */
     if (init_running_here)
         return false;
+    /* Never retried: the same options and limits would fail the same way,
+     * after warning about the options again. */
+    if (__atomic_load_n(&init_failed, __ATOMIC_ACQUIRE))
+        return false;
     pthread_mutex_lock(&init_lock);
     bool ok = g.initialized;
-    if (!ok) {
+    if (!ok && !init_failed) {
         init_running_here = true;
         ok = init_locked();
         init_running_here = false;
+        if (!ok)
+            __atomic_store_n(&init_failed, true, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&init_lock);
     return ok;
+}
+
+/* 101: the first priority not reserved to the C implementation, so this
+ * runs before the constructors of a program dpmalloc is linked into
+ * (preloaded, it runs before the program's anyway). */
+__attribute__((constructor(101))) static void init_at_load(void)
+{
+    (void)dpm_ready();
 }
