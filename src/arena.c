@@ -670,27 +670,30 @@ static void apply_to_bin_lock(bin_t *bin, void *arg) { ((const lock_fn_t *)arg)-
  * (a bin lock holder may take any arena's purge and arena locks: the
  * ENOMEM retry purges every arena). The special locks are held while the
  * special bin tables are walked, so none grows meanwhile. */
-static void for_each_lock(void (*fn)(dpm_mutex_t *))
+/* In the global lock order (prefork), or in reverse (the parent after
+ * fork releases the special locks last: while it walks the special bins
+ * no thread may add one whose lock prefork never took). */
+static void for_each_lock(void (*fn)(dpm_mutex_t *), bool reverse)
 {
     lock_fn_t bin_fn = {fn};
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++)
-        if (arenas[i] != NULL)
-            fn(&arenas[i]->special_lock);
-    for (unsigned i = 0; i < n; i++) {
-        arena_t *a = arenas[i];
-        if (a == NULL)
-            continue;
-        for (unsigned c = 0; c < NSMALL; c++)
-            fn(&a->bins[c].lock);
-        arena_for_each_special_bin(a, apply_to_bin_lock, &bin_fn);
+    for (int step = 0; step < 4; step++) {
+        int group = reverse ? 3 - step : step;
+        for (unsigned i = 0; i < n; i++) {
+            arena_t *a = arenas[i];
+            if (a == NULL)
+                continue;
+            if (group == 0) {
+                fn(&a->special_lock);
+            } else if (group == 1) {
+                for (unsigned c = 0; c < NSMALL; c++)
+                    fn(&a->bins[c].lock);
+                arena_for_each_special_bin(a, apply_to_bin_lock, &bin_fn);
+            } else {
+                fn(group == 2 ? &a->purge_lock : &a->lock);
+            }
+        }
     }
-    for (unsigned i = 0; i < n; i++)
-        if (arenas[i] != NULL)
-            fn(&arenas[i]->purge_lock);
-    for (unsigned i = 0; i < n; i++)
-        if (arenas[i] != NULL)
-            fn(&arenas[i]->lock);
 }
 
 static void lock_one(dpm_mutex_t *m) { mutex_lock(m); }
@@ -700,18 +703,18 @@ static void reinit_one(dpm_mutex_t *m) { mutex_reinit(m); }
 void arenas_prefork(void)
 {
     mutex_lock(&arenas_lock);
-    for_each_lock(lock_one);
+    for_each_lock(lock_one, false);
 }
 
 void arenas_postfork_parent(void)
 {
-    for_each_lock(unlock_one);
+    for_each_lock(unlock_one, true);
     mutex_unlock(&arenas_lock);
 }
 
 void arenas_postfork_child(void)
 {
-    for_each_lock(reinit_one);
+    for_each_lock(reinit_one, false);
     mutex_init(&arenas_lock);
     unsigned n = narenas_total;
     for (unsigned i = 0; i < n; i++)

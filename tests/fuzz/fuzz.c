@@ -33,24 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_THREAD__)
-#define FUZZ_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FUZZ_TSAN 1
-#endif
-#endif
-#ifndef FUZZ_TSAN
-#define FUZZ_TSAN 0
-#endif
-
-/* No fork under TSan by default: with fork the run trips a data race in
- * dpmalloc's postfork handler (tests/fuzz/repro/postfork_special_bins.c). */
 fuzz_conf_t conf = {
     .nthreads = 4,
     .ops = 20000,
     .seconds = 10,
-    .fork = !FUZZ_TSAN,
+    .fork = true,
     .budget = (size_t)64 << 20,
 };
 arena_plan_t plan;
