@@ -151,9 +151,9 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     if (c != TC_NONE) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[c];
-        if (unlikely(*tc_key_word(p) == tc_free_key))
+        if (unlikely(*tc_key_word(p) == TC_FREE_KEY))
             tcache_confirm_not_cached(p, c, call, "double free of");
-        *tc_key_word(p) = tc_free_key;
+        *tc_key_word(p) = TC_FREE_KEY;
         tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);
@@ -304,7 +304,7 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
 
 static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
-    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == tc_free_key))
+    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
         tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, "use after free of");
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;

@@ -90,9 +90,9 @@ DPM_INLINE void free_fast(void *p, const char *call)
     if (likely(!tc_bin_full(b))) {
         const span_t *s = radix_entry_span(e);
         uint64_t idx = span_block_index(s, a);
-        uintptr_t key = tc_free_key;
-        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) && likely(*tc_key_word(p) != key)) {
-            *tc_key_word(p) = key;
+        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
+            likely(*tc_key_word(p) != TC_FREE_KEY)) {
+            *tc_key_word(p) = TC_FREE_KEY;
             tc_bin_push(b, p);
             return;
         }

@@ -130,7 +130,6 @@ static bool init_locked(void)
         opt.tcache && !opt.junk && !opt.zero && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
     if (opt.secure)
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
-    tcache_init_free_key();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

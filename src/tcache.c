@@ -8,17 +8,12 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/random.h>
 
 __thread tcache_t *tls_tcache = &tcache_empty;
 __thread uint8_t tls_state;
 __thread arena_t *tls_arena;
 /* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
 tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
-
-/* Odd, so that no aligned pointer a program keeps in a block's second
- * word ever equals it; re-drawn at init. */
-uintptr_t tc_free_key = (uintptr_t)0x9e3779b97f4a7c15u;
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
@@ -176,17 +171,6 @@ bool tcache_create_for_thread(void)
 }
 
 /* ---- the free key ------------------------------------------------------ */
-
-void tcache_init_free_key(void)
-{
-    uintptr_t k = 0;
-    if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k)) {
-        /* no entropy yet (early boot): a mix of the clock and addresses */
-        k = (uintptr_t)cpu_cycles() * 0x9e3779b97f4a7c15u;
-        k ^= (uintptr_t)&k ^ ((uintptr_t)&tc_free_key << 17);
-    }
-    __atomic_store_n(&tc_free_key, k | 1, __ATOMIC_RELAXED);
-}
 
 /* True if p sits in [head, top) of bin `bin` of tc. Another thread's bin
  * is read racily: its owner pushes and pops without a lock. A block that

@@ -146,17 +146,16 @@ static void test_leaf_switch(void)
  * a cache, and never a reason to abort by itself. */
 static void test_free_key(void)
 {
-    EXPECT_TRUE(tc_free_key != 0 && (tc_free_key & 1) == 1, "the key is odd and not 0: %#lx",
-                (unsigned long)tc_free_key);
+    EXPECT_TRUE((TC_FREE_KEY & 1) == 1, "the key is odd: %#x", TC_FREE_KEY);
     void *p = dpm_malloc(64);
     dpm_free(p);
-    EXPECT_TRUE(*tc_key_word(p) == tc_free_key, "a cached block holds the key");
+    EXPECT_TRUE(*tc_key_word(p) == TC_FREE_KEY, "a cached block holds the key");
     void *q = dpm_malloc(64);
     EXPECT_TRUE(q == p, "the cache hands the block back");
     EXPECT_TRUE(*tc_key_word(q) == 0, "a handout clears the key");
     /* A live block that holds the key's value (as a program might by
      * chance) frees normally: the lookup finds it in no cache. */
-    *tc_key_word(q) = tc_free_key;
+    *tc_key_word(q) = TC_FREE_KEY;
     dpm_free(q);
     EXPECT_TRUE(dpm_malloc(64) == q, "the block was cached as usual");
     /* Through the slow paths too: a bin at low water, a miss refill, a
@@ -164,19 +163,19 @@ static void test_free_key(void)
     void *v[300];
     for (int i = 0; i < 300; i++) {
         v[i] = dpm_malloc(96);
-        EXPECT_TRUE(*tc_key_word(v[i]) != tc_free_key, "handout %d of 96 B holds the key", i);
-        *tc_key_word(v[i]) = tc_free_key;
+        EXPECT_TRUE(*tc_key_word(v[i]) != TC_FREE_KEY, "handout %d of 96 B holds the key", i);
+        *tc_key_word(v[i]) = TC_FREE_KEY;
     }
     for (int i = 0; i < 300; i++)
         dpm_free(v[i]);
     for (int i = 0; i < 300; i++) {
         v[i] = dpm_malloc(96);
-        EXPECT_TRUE(*tc_key_word(v[i]) != tc_free_key, "re-handout %d of 96 B holds the key", i);
+        EXPECT_TRUE(*tc_key_word(v[i]) != TC_FREE_KEY, "re-handout %d of 96 B holds the key", i);
     }
     for (int i = 0; i < 300; i++)
         dpm_free(v[i]);
     void *big = dpm_malloc(40000);
-    *tc_key_word(big) = tc_free_key;
+    *tc_key_word(big) = TC_FREE_KEY;
     big = dpm_realloc(big, 50000);
     EXPECT_TRUE(big != NULL, "realloc of a live keyed block");
     dpm_free(big);
