@@ -38,11 +38,11 @@ static void sample_record(bool is_alloc, uint64_t t0)
     uint64_t dt = cpu_cycles() - t0;
     slow_samples_t *s = &tls_tcache->samples;
     if (is_alloc) {
-        s->alloc_n++;
-        s->alloc_cycles += dt;
+        counter_add(&s->alloc_n, 1);
+        counter_add(&s->alloc_cycles, dt);
     } else {
-        s->free_n++;
-        s->free_cycles += dt;
+        counter_add(&s->free_n, 1);
+        counter_add(&s->free_cycles, dt);
     }
 }
 
@@ -56,6 +56,7 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     if (c < NSMALL) {
         if (bin_fill(&a->bins[c], &p, 1) == 0)
             return fail_nomem();
+        tc_block_handed_out(p);   /* it may have gone home from a cache with the key */
         /* opt.zero zeroes the whole block: realloc may grow into it */
         if (zero)
             memset(p, 0, opt.zero ? sc_size(c) : size);
@@ -74,7 +75,7 @@ static void *alloc_slow_body(size_t size)
     unsigned c = sc_of_size(size);
     tcache_t *tc = tls_tcache;
     if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
-        tc->bins[c].nrequests++;
+        counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
         void *p = tcache_alloc_miss(tc, c);
         return p != NULL ? p : fail_nomem();
@@ -92,7 +93,7 @@ void *alloc_at_low_water(size_t size, tc_bin_t *b)
     void *p = tc_bin_pop(b);
     if (p == NULL)
         return alloc_slow(size);
-    b->nrequests++;
+    counter_add(&b->nrequests, 1);
     return p;
 }
 
@@ -365,7 +366,7 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
     }
     if (p == NULL)
         return alloc_uncached(thread_arena(), c, size, zero || opt.zero);
-    b->nrequests++;
+    counter_add(&b->nrequests, 1);
     if (zero)
         memset(p, 0, size);
     return p;
@@ -440,6 +441,7 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
         bin_t *bin = c >= NSMALL ? NULL : typed ? arena_special_bin(a, c, 0, true) : &a->bins[c];
         void *p;
         if (bin != NULL && bin_fill(bin, &p, 1) == 1) {
+            tc_block_handed_out(p);   /* it may have gone home from a cache with the key */
             span_t *s = span_of(p);
             if (s->type_ids != NULL) {
                 s->type_ids[span_index_of(s, (uintptr_t)p)] = type;

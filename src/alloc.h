@@ -51,11 +51,11 @@ DPM_INLINE void *alloc_fast(size_t size)
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         void *p = b->hot;
-        b->head = h + 1;
+        __atomic_store_n(&b->head, h + 1, __ATOMIC_RELAXED);   /* read by other threads (tcache.h) */
         tc_block_handed_out(p);
         b->hot = h[1];
 #if DPM_STATS
-        b->nrequests++;
+        counter_bump_fast(&b->nrequests);
 #endif
         return p;
     }

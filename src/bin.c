@@ -258,7 +258,9 @@ void bin_flush(void **objs, unsigned n)
         for (unsigned i = 0; i < n;) {
             span_t *s = flushed_slab_of(objs[i]);
             if (s->bin != bin) {
-                objs[left++] = objs[i++];
+                /* objs may be a thread cache's slots, which other threads
+                 * read racily (tcache.h): a relaxed store, a plain move */
+                __atomic_store_n(&objs[left++], objs[i++], __ATOMIC_RELAXED);
                 continue;
             }
             unsigned end = slab_mark_run(bin, held, s, objs, i, n);

@@ -161,17 +161,18 @@ static void add_tcache(const tcache_t *tc, void *arg)
     arena_snap_t *o = &snap.arenas[tc->arena->index];
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         const tc_bin_t *b = &tc->bins[c];
-        add_tc_totals(o, c, __atomic_load_n(&b->nrequests, __ATOMIC_RELAXED), tc->stats[c].nmisses,
-                      tc->stats[c].nfills, tc->stats[c].nflushes);
+        add_tc_totals(o, c, counter_read(&b->nrequests), counter_read(&tc->stats[c].nmisses),
+                      counter_read(&tc->stats[c].nfills), counter_read(&tc->stats[c].nflushes));
         void **head = __atomic_load_n(&((tc_bin_t *)b)->head, __ATOMIC_RELAXED);
-        size_t cached = (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
+        uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
+        size_t cached = (uint16_t)(top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
         o->tcache_bytes += cached * sc_size(c);
     }
     o->tcache_bytes += tcache_large_bytes(tc);
-    o->samples.alloc_n += tc->samples.alloc_n;
-    o->samples.alloc_cycles += tc->samples.alloc_cycles;
-    o->samples.free_n += tc->samples.free_n;
-    o->samples.free_cycles += tc->samples.free_cycles;
+    o->samples.alloc_n += counter_read(&tc->samples.alloc_n);
+    o->samples.alloc_cycles += counter_read(&tc->samples.alloc_cycles);
+    o->samples.free_n += counter_read(&tc->samples.free_n);
+    o->samples.free_cycles += counter_read(&tc->samples.free_cycles);
 }
 
 static bool ensure_capacity(unsigned n)

@@ -67,7 +67,8 @@ static void bin_layout(tc_bin_t *b, void **top, unsigned ncached_max)
 {
     tc_bin_set_head(b, top);
     b->ncached_max = (uint16_t)ncached_max;
-    b->top_lo = b->low_lo = low16(top);
+    __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);   /* read by other threads */
+    b->low_lo = low16(top);
     b->full_lo = low16(top - ncached_max);
 }
 
@@ -93,7 +94,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc_bin_t *b = &tc->bins[c];
         uint32_t cap = tc->stats[c].cap;
         bin_layout(b, tc_bin_top(b), nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
-        b->nrequests = 0;
+        __atomic_store_n(&b->nrequests, 0, __ATOMIC_RELAXED);
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
     tc->samples = (slow_samples_t){0};
@@ -209,7 +210,7 @@ void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const ch
 void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
-    tc->stats[c].nmisses++;
+    counter_add(&tc->stats[c].nmisses, 1);
     unsigned want = b->ncached_max / 2 + 1;
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
@@ -217,7 +218,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     unsigned got = bin_fill(&tc->arena->bins[c], batch, want);
     if (got == 0)
         return NULL;
-    tc->stats[c].nfills++;
+    counter_add(&tc->stats[c].nfills, 1);
     /* batch[0] goes to the caller; the rest are pushed so that the lowest
      * addresses are popped first. */
     for (unsigned i = got; i-- > 1;)
@@ -250,11 +251,12 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
     void **oldest = top - n;
     send_home(oldest, n, c);
     unsigned keep = (unsigned)(oldest - b->head);
-    memmove(top - keep, b->head, keep * sizeof(void *));
+    /* slide the kept blocks up; slots are read by other threads (tcache.h) */
+    for (unsigned k = keep; k-- > 0;)
+        __atomic_store_n(&top[-(ptrdiff_t)keep + k], b->head[k], __ATOMIC_RELAXED);
     tc_bin_set_head(b, top - keep);
     b->low_lo = low16(b->head);
-    tc->stats[c].nflushes++;
-    tc->stats[c].nflushed_objs += n;
+    counter_add(&tc->stats[c].nflushes, 1);
 }
 
 void tcache_free_full(tcache_t *tc, unsigned c, void *p)

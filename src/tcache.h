@@ -48,7 +48,7 @@ typedef struct tc_bin {
 } tc_bin_t;
 
 typedef struct tc_bin_stats {
-    uint64_t nmisses, nfills, nflushes, nflushed_objs;
+    uint64_t nmisses, nfills, nflushes;   /* owner writes, stats read (counter_*) */
     uint32_t cap;                /* slots below top that belong to the bin */
 } tc_bin_stats_t;
 
@@ -121,9 +121,14 @@ DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 #define TC_NO_LEAF UINTPTR_MAX
 
 DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
+/* head and the slots are written with relaxed atomic stores (plain
+ * moves): other threads read them racily (statistics, the double-free
+ * lookup in tcache_confirm_not_cached). */
 DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
 {
-    *--b->head = p;
+    void **h = b->head - 1;
+    __atomic_store_n(h, p, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->head, h, __ATOMIC_RELAXED);
     b->hot = p;
 }
 
@@ -131,10 +136,11 @@ DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
  * inlines it: its h[1] is the new *head). */
 DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
 {
-    b->head = h;
+    __atomic_store_n(&b->head, h, __ATOMIC_RELAXED);
     b->hot = *h;
 }
-/* The free key: a free that caches a block writes TC_FREE_KEY into the
+/* The free key: a free that caches a block writes TC_FREE_KEY (not the
+ * golden-ratio constant many hash functions store) into the
  * block's bytes 8..11 (every class is at least 16 bytes), and every
  * handout from a cache clears them. A free that finds the key there is
  * probably a double free of a cached block; tcache_confirm_not_cached
@@ -143,7 +149,7 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
  * (odd, so that the low half of no aligned pointer equals it), compared
  * and stored as an immediate: the key costs the free fast path one
  * compare and one store, no load. */
-#define TC_FREE_KEY 0x9e3779b9u
+#define TC_FREE_KEY 0xa3d95e17u
 DPM_INLINE uint32_t *tc_key_word(void *p) { return (uint32_t *)((char *)p + 8); }
 DPM_INLINE void tc_block_handed_out(void *p) { *tc_key_word(p) = 0; }
 

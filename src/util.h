@@ -59,6 +59,36 @@ DPM_INLINE uint64_t cpu_cycles(void)
 #endif
 }
 
+/* Counters and fields that one thread writes and others read without a
+ * lock (statistics, another thread's cache bins): relaxed atomic accesses,
+ * which compile to plain moves, so that readers see whole values and the
+ * thread sanitizer sees no race. counter_bump_fast is for the fast paths:
+ * a plain memory increment (one instruction) except under TSan, where the
+ * atomic load-add-store (three) keeps the program race-free. */
+#if defined(__SANITIZE_THREAD__)
+#define DPM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DPM_TSAN 1
+#endif
+#endif
+#ifndef DPM_TSAN
+#define DPM_TSAN 0
+#endif
+DPM_INLINE void counter_add(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+DPM_INLINE uint64_t counter_read(const uint64_t *c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
+DPM_INLINE void counter_bump_fast(uint64_t *c)
+{
+#if DPM_TSAN
+    counter_add(c, 1);
+#else
+    (*c)++;
+#endif
+}
+
 void dpm_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 #if defined(DPM_DEBUG) && DPM_DEBUG
 #define dpm_assert(e) ((e) ? (void)0 : dpm_assert_fail(#e, __FILE__, __LINE__))
