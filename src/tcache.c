@@ -507,13 +507,16 @@ void tcaches_postfork_child(void)
     /* Only the forking thread lives on; the other caches' blocks are lost
      * to the child, as in every thread-caching allocator. */
     tcaches_live = NULL;
+    tcache_t *survivor = NULL;
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty) {
             mutex_reinit(&tc->large.lock);
             list_link(&tcaches_live, tc);
+            survivor = tc;
         }
     }
+    tcache_large_postfork_child(survivor);
     if (tls_arena != NULL)
         tls_arena->nthreads = 1;   /* arenas_postfork_child zeroed the others */
 }

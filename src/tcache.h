@@ -242,6 +242,9 @@ size_t tcache_large_bytes(const tcache_t *tc);
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
 /* thread.tcache.ncached_max.write for large classes (flushes first). */
 void tcache_large_set_slots(tcache_t *tc, unsigned n);
+/* In a fork child: only survivor's (the forking thread's cache, or NULL)
+ * reservation of the cap remains. */
+void tcache_large_postfork_child(tcache_t *survivor);
 /* Bytes reserved by all threads' large caches (<= tcache_large_bytes_total). */
 size_t tcache_large_bytes_reserved(void);
 /* tcache_large_flush on every live thread's cache; returns the bytes. */

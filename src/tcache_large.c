@@ -211,4 +211,11 @@ void tcache_large_set_slots(tcache_t *tc, unsigned n)
 
 size_t tcache_large_bytes(const tcache_t *tc) { return __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED); }
 
+void tcache_large_postfork_child(tcache_t *survivor)
+{
+    /* the other threads' caches are gone, and their reservations with them */
+    bool kept = survivor != NULL && survivor->large.reserved;
+    __atomic_store_n(&large_reserved, kept ? opt.tcache_large_bytes : 0, __ATOMIC_RELAXED);
+}
+
 size_t tcache_large_bytes_reserved(void) { return __atomic_load_n(&large_reserved, __ATOMIC_RELAXED); }
