@@ -309,29 +309,42 @@ static uint64_t blend_time(const span_t *a, const span_t *b)
 
 /* Runs of one state merge; a dirty run also takes in retained ones (both
  * resident, contents unknown), so a retained run gets one more purge
- * attempt only when a neighbour is freed, never once per decay pass. Busy
- * runs merge with nothing. */
-static bool mergeable(unsigned state, unsigned neighbour_state)
+ * attempt only when a neighbour is freed, never once per decay pass. A
+ * freshly freed (dirty) run takes in free neighbours of every state: kept
+ * apart, purged islands (a realloc's purged cut, a huge free) between
+ * dirty runs would split the free space into pieces no request fits,
+ * and the heap would map new segments instead; merged, the run is dirty
+ * (contents unknown) and decay purges it again, cheaply where its pages
+ * were already given back. Runs that decay settles merge by state only,
+ * or a purged piece of a long run would melt back into its dirty rest.
+ * Busy runs merge with nothing. */
+static bool mergeable(unsigned state, unsigned neighbour_state, bool fresh)
 {
-    return neighbour_state == state || (state == RUN_DIRTY && neighbour_state == RUN_RETAINED);
+    if (state == RUN_BUSY || neighbour_state == RUN_BUSY)
+        return false;
+    return neighbour_state == state || (state == RUN_DIRTY && (fresh || neighbour_state == RUN_RETAINED));
 }
 
-static span_t *free_neighbour(span_t *r, uintptr_t addr)
+static span_t *free_neighbour(span_t *r, uintptr_t addr, bool fresh)
 {
     segment_t *seg = r->seg;
     if (addr < seg->base + (seg->first_page << LG_PAGE) || addr >= seg->base + seg->size)
         return NULL;
     span_t *n = radix_span(addr);
-    if (n == NULL || n->kind != SPAN_FREE || !mergeable(r->state, n->state))
+    if (n == NULL || n->kind != SPAN_FREE || !mergeable(r->state, n->state, fresh))
         return NULL;
     return n;
 }
 
-/* r is free, not filed; absorbs free neighbours of its state, then is filed. */
-static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
+/* r is free, not filed; absorbs mergeable free neighbours (fresh: r was
+ * just freed, dirty), then is filed. */
+static span_t *coalesce_and_file(page_heap_t *ph, span_t *r, bool fresh)
 {
-    span_t *left = free_neighbour(r, r->start - PAGE);
-    if (left != NULL) {
+    /* A fresh run may take in a run of another state whose far side is a
+     * run of its own state: keep going, so that no two runs that may merge
+     * are left side by side (each step consumes one run). */
+    span_t *left;
+    while ((left = free_neighbour(r, r->start - PAGE, fresh)) != NULL) {
         run_unfile(ph, left);
         map_page(r->seg, r->start - PAGE, NULL);
         map_page(r->seg, r->start, NULL);
@@ -340,8 +353,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
         r->npages += left->npages;
         pool_put(&ph->spans, left);
     }
-    span_t *right = free_neighbour(r, span_end(r));
-    if (right != NULL) {
+    span_t *right;
+    while ((right = free_neighbour(r, span_end(r), fresh)) != NULL) {
         run_unfile(ph, right);
         map_page(r->seg, span_end(r) - PAGE, NULL);
         map_page(r->seg, right->start, NULL);
@@ -439,7 +452,7 @@ span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
     span_reset(s, ph, seg, SPAN_FREE, start, npages);
     s->state = RUN_DIRTY;
     s->freed_at_ns = now_ns;
-    return coalesce_and_file(ph, s);
+    return coalesce_and_file(ph, s, true);
 }
 
 bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
@@ -490,7 +503,7 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     t->freed_at_ns = now_ns;
     s->seg->free_pages += cut;
     ph->active_pages -= cut;
-    return coalesce_and_file(ph, t);
+    return coalesce_and_file(ph, t, true);
 }
 
 void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
@@ -574,7 +587,7 @@ static bool purgeable_range(const span_t *r, uintptr_t *from, size_t *bytes)
  * nothing left to do there. */
 static void settle(page_heap_t *ph, span_t *r)
 {
-    r = coalesce_and_file(ph, r);
+    r = coalesce_and_file(ph, r, false);
     if (!state_decays(r->state))
         segment_release_if_idle(ph, r->seg);
 }

@@ -504,17 +504,29 @@ void tcaches_postfork_parent(void)
 void tcaches_postfork_child(void)
 {
     mutex_init(&tcaches_lock);
-    /* Only the forking thread lives on; the other caches' blocks are lost
-     * to the child, as in every thread-caching allocator. */
-    tcaches_live = NULL;
+    /* Only the forking thread lives on. The other threads' large caches
+     * were locked by prefork, so they are whole: their blocks go home (the
+     * arenas work again by now). Their small bins may have been in the
+     * middle of a push or pop: those blocks are lost to the child, as in
+     * every thread-caching allocator, and the caches are reused empty. */
     tcache_t *survivor = NULL;
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
-        if (tc != NULL && tc != &tcache_empty) {
-            mutex_reinit(&tc->large.lock);
-            list_link(&tcaches_live, tc);
+        if (tc != NULL && tc != &tcache_empty)
             survivor = tc;
+    }
+    tcache_t *dead = tcaches_live;
+    tcaches_live = NULL;
+    while (dead != NULL) {
+        tcache_t *tc = dead;
+        dead = tc->next;
+        mutex_reinit(&tc->large.lock);
+        if (tc == survivor) {
+            list_link(&tcaches_live, tc);
+            continue;
         }
+        tcache_large_flush(tc, false, NULL);
+        list_link(&tcaches_exited, tc);
     }
     tcache_large_postfork_child(survivor);
     if (tls_arena != NULL)

@@ -78,7 +78,7 @@ typedef struct large_cache {
     unsigned n, nslots;
     size_t bytes;                /* usable bytes held (read racily by stats) */
     bool used;                   /* a put or take since the last reclaim pass */
-    bool reserved;               /* holds tcache_large_bytes of the global cap */
+    size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
     uint32_t takes;              /* owner only: paces arena decay ticks */
     span_t *blocks[TC_LARGE_SLOTS_MAX];
 } CACHE_ALIGNED large_cache_t;

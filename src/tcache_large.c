@@ -19,13 +19,17 @@
 #include "global.h"
 #include "tcache.h"
 
-/* The cap over all threads is kept by reservation: a cache that starts
- * holding blocks reserves its whole budget (tcache_large_bytes) from
- * tcache_large_bytes_total, and gives it back when it is emptied by a
- * flush or a reclaim. Puts and takes then need no shared counter; a cache
- * that finds the cap taken holds nothing until it tries again at its next
- * put. large_reserved: bytes reserved by all caches. */
+/* The cap over all threads is kept by reservation: a cache reserves what
+ * it holds from tcache_large_bytes_total in steps of LARGE_RESERVE_STEP
+ * (one compare-and-swap per step), and gives back all but one step of
+ * slack as it holds less (all of it when it is empty). Puts and takes
+ * within a cache's reservation touch no shared counter; a put that finds
+ * the cap taken sends the cache's older blocks home to make room within
+ * what it has, or the block goes home. large_reserved: bytes reserved by
+ * all caches (<= the cap). */
 static size_t large_reserved;
+
+#define LARGE_RESERVE_STEP ((size_t)1 << 20)
 
 #define LARGE_TICK_EVERY 16   /* takes between decay ticks of the arena */
 
@@ -47,7 +51,7 @@ void tcache_large_init(large_cache_t *lc)
     mutex_init(&lc->lock);
     lc->n = 0;
     lc->bytes = 0;
-    lc->reserved = false;
+    lc->reserved = 0;
     lc->used = false;
     lc->takes = 0;
     lc->nslots = opt.tcache_nslots_large < TC_LARGE_SLOTS_MAX ? opt.tcache_nslots_large : TC_LARGE_SLOTS_MAX;
@@ -67,40 +71,48 @@ static span_t *large_remove(large_cache_t *lc, unsigned i)
     return s;
 }
 
-/* Reserves the cache's budget from the cap over all threads (lock held). */
-static bool large_reserve(large_cache_t *lc)
+/* Grows the cache's reservation to cover `bytes` (lock held); false if
+ * the cap over all threads has no room for it. */
+static bool large_reserve(large_cache_t *lc, size_t bytes)
 {
-    if (lc->reserved)
+    if (bytes <= lc->reserved)
         return true;
-    size_t want = opt.tcache_large_bytes;
+    size_t want = round_up(bytes, LARGE_RESERVE_STEP) - lc->reserved;
     size_t had = __atomic_load_n(&large_reserved, __ATOMIC_RELAXED);
     do {
         if (had + want > opt.tcache_large_bytes_total || had + want < had)
             return false;
     } while (!__atomic_compare_exchange_n(&large_reserved, &had, had + want, true, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
-    lc->reserved = true;
+    lc->reserved += want;
     return true;
 }
 
-/* An empty cache gives its reservation back (lock held). */
-static void large_release_reservation(large_cache_t *lc)
+/* Gives back what the cache no longer needs (lock held): everything when
+ * it is empty, else all but one step of slack over what it holds. */
+static void large_trim_reservation(large_cache_t *lc)
 {
-    if (lc->n == 0 && lc->reserved) {
-        __atomic_fetch_sub(&large_reserved, opt.tcache_large_bytes, __ATOMIC_RELAXED);
-        lc->reserved = false;
+    size_t keep = lc->n == 0 ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
+    if (lc->reserved > keep) {
+        __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);
+        lc->reserved = keep;
     }
 }
 
-/* Sends the oldest blocks home until `need` more bytes fit in the budget
- * and a slot is free; false if they cannot (need is over the budget, or
- * the cap over all threads leaves this cache no reservation). */
+/* Sends the oldest blocks home until `need` more bytes fit in the budget,
+ * in the cache's reservation and a free slot; false if they cannot (need
+ * is over the budget, or the cap leaves no room even for `need` alone). */
 static bool large_make_room(large_cache_t *lc, size_t need)
 {
-    if (need > opt.tcache_large_bytes || !large_reserve(lc))
+    if (need > opt.tcache_large_bytes)
         return false;
     while (lc->n == lc->nslots || lc->bytes + need > opt.tcache_large_bytes)
         arena_free_large(large_remove(lc, 0));
+    while (!large_reserve(lc, lc->bytes + need)) {
+        if (lc->n == 0)
+            return false;
+        arena_free_large(large_remove(lc, 0));
+    }
     return true;
 }
 
@@ -147,6 +159,7 @@ static void *large_take(tcache_t *tc, size_t size, bool cut_only)
         if (lc->blocks[i]->grew && lc->blocks[i]->usable > size)
             s = large_remove(lc, i);
     lc->used |= s != NULL;
+    large_trim_reservation(lc);
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
@@ -191,7 +204,7 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
                 sent += s->usable;
                 arena_free_large(s);
             }
-        large_release_reservation(lc);
+        large_trim_reservation(lc);
     }
     lc->used = false;
     mutex_unlock_elidable(&lc->lock, held);
@@ -214,8 +227,7 @@ size_t tcache_large_bytes(const tcache_t *tc) { return __atomic_load_n(&tc->larg
 void tcache_large_postfork_child(tcache_t *survivor)
 {
     /* the other threads' caches are gone, and their reservations with them */
-    bool kept = survivor != NULL && survivor->large.reserved;
-    __atomic_store_n(&large_reserved, kept ? opt.tcache_large_bytes : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&large_reserved, survivor != NULL ? survivor->large.reserved : 0, __ATOMIC_RELAXED);
 }
 
 size_t tcache_large_bytes_reserved(void) { return __atomic_load_n(&large_reserved, __ATOMIC_RELAXED); }
