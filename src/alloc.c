@@ -147,13 +147,15 @@ static void free_home(void *p, span_t *s)
 static void free_slow_body(void *p, span_t *s, const char *call)
 {
     unsigned c = TC_NONE;
+    /* a block that holds the key may sit in some thread's cache, whether
+     * or not this thread would cache it now */
+    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
+        tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, "double free of");
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
         c = tcache_bin_for(tls_tcache, s);
     if (c != TC_NONE) {
         tcache_t *tc = tls_tcache;
         tc_bin_t *b = &tc->bins[c];
-        if (unlikely(*tc_key_word(p) == TC_FREE_KEY))
-            tcache_confirm_not_cached(p, c, call, "double free of");
         *tc_key_word(p) = TC_FREE_KEY;
         tcache_event(tc);
         if (!tc_bin_full(b))

@@ -37,7 +37,6 @@ static void arena_fresh_state(arena_t *a, const char *name, bool reused)
     special_table_t *special = a->special;
     memset((char *)a + offsetof(arena_t, ph), 0, sizeof(*a) - offsetof(arena_t, ph));
     mutex_init(&a->special_lock);
-    mutex_init(&a->purge_lock);
     page_options_t po = {.hugepages = opt.hugepages,
                          .thp = (int8_t)(opt.thp == THP_ALWAYS ? 1 : opt.thp == THP_NEVER ? -1 : 0)};
     ph_init(&a->ph, a, &po);
@@ -66,6 +65,7 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name)
     if (a == NULL)
         return NULL;
     mutex_init(&a->lock);
+    mutex_init(&a->purge_lock);
     a->index = index;
     a->manual = manual;
     a->destroyed = false;
@@ -79,10 +79,12 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name)
  * arena, this one included. */
 static void arena_reuse(arena_t *a, const char *name)
 {
+    mutex_lock(&a->purge_lock);   /* a purge that found the old arena is done */
     mutex_lock(&a->lock);
     arena_fresh_state(a, name, true);
     a->lock.n_acquired = a->lock.n_contended = a->lock.wait_ns_total = a->lock.wait_ns_max = 0;
     mutex_unlock(&a->lock);
+    mutex_unlock(&a->purge_lock);
     __atomic_store_n(&a->destroyed, false, __ATOMIC_RELEASE);
 }
 

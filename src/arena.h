@@ -70,6 +70,12 @@ typedef struct arena {
      * with release order after the thread's cache gave back the arena's
      * blocks: reset and destroy read it under arenas_lock. */
     uint32_t nthreads;
+    /* Held by whoever has runs out of the page heap being purged (the
+     * madvise runs without `lock`); reset, destroy, reuse and fork take it
+     * first, so they never see those runs missing. Part of the identity: a
+     * purger that found the arena without arenas_lock may hold it while
+     * the slot is destroyed and reused. */
+    dpm_mutex_t purge_lock;
     /* ---- everything below starts over when a slot is reused ---- */
     page_heap_t ph;
     char name[ARENA_NAME_MAX];
@@ -80,10 +86,6 @@ typedef struct arena {
     int64_t dirty_decay_ms, muzzy_decay_ms;
     uint64_t npurge_calls;
     bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */
-    /* Held by whoever has runs out of the page heap being purged (the
-     * madvise runs without `lock`); reset, destroy and fork take it first,
-     * so they never see those runs missing. */
-    dpm_mutex_t purge_lock;
     large_stats_t large[NLARGE_STATS];
     tc_totals_t tc_exited[TC_MAX_CLASSES];
     slow_samples_t samples_exited;

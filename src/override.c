@@ -89,6 +89,9 @@ LIBC_ENTRY void *memalign(size_t align, size_t size)
 
 LIBC_ENTRY void *valloc(size_t size) { return aligned_at_impl(size, os_page_size(), 0, false); }
 
+/* The block is asked for with the caller's size (so that a sized free
+ * with that size matches it): page alignment gives it a usable size that
+ * is a whole number of pages anyway (malloc_usable_size shows it). */
 LIBC_ENTRY void *pvalloc(size_t size)
 {
     size_t page = os_page_size();
@@ -97,7 +100,7 @@ LIBC_ENTRY void *pvalloc(size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return aligned_at_impl(rounded, page, 0, false);
+    return aligned_at_impl(size == 0 ? 1 : size, page, 0, false);
 }
 
 LIBC_ENTRY size_t malloc_usable_size(void *p) { return usable_size_impl(p, "malloc_usable_size"); }

@@ -310,19 +310,22 @@ static uint64_t blend_time(const span_t *a, const span_t *b)
 /* Runs of one state merge; a dirty run also takes in retained ones (both
  * resident, contents unknown), so a retained run gets one more purge
  * attempt only when a neighbour is freed, never once per decay pass. A
- * freshly freed (dirty) run takes in free neighbours of every state: kept
- * apart, purged islands (a realloc's purged cut, a huge free) between
- * dirty runs would split the free space into pieces no request fits,
- * and the heap would map new segments instead; merged, the run is dirty
- * (contents unknown) and decay purges it again, cheaply where its pages
- * were already given back. Runs that decay settles merge by state only,
- * or a purged piece of a long run would melt back into its dirty rest.
- * Busy runs merge with nothing. */
+ * freshly freed (dirty) run also takes in clean neighbours: kept apart,
+ * clean islands purged ahead of decay (a realloc's purged cut, a huge
+ * free) between dirty runs would split the free space into pieces no
+ * request fits, and the heap would map new segments instead; merged, the
+ * run is dirty (contents unknown) and decay purges it again, cheaply where
+ * its pages were already given back. Muzzy neighbours stay apart (their
+ * lazy purge is under way; re-dirtied, they would start decay over).
+ * Runs that decay settles merge by state only, or a purged piece of a
+ * long run would melt back into its dirty rest. Busy runs merge with
+ * nothing. */
 static bool mergeable(unsigned state, unsigned neighbour_state, bool fresh)
 {
     if (state == RUN_BUSY || neighbour_state == RUN_BUSY)
         return false;
-    return neighbour_state == state || (state == RUN_DIRTY && (fresh || neighbour_state == RUN_RETAINED));
+    return neighbour_state == state ||
+           (state == RUN_DIRTY && (neighbour_state == RUN_RETAINED || (fresh && neighbour_state == RUN_CLEAN)));
 }
 
 static span_t *free_neighbour(span_t *r, uintptr_t addr, bool fresh)

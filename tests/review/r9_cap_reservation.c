@@ -33,7 +33,9 @@
  * n drops to 0 in large_take) would bound the same bytes.
  */
 #ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #endif
 #include <pthread.h>
 #include <stdint.h>

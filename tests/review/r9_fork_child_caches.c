@@ -32,7 +32,9 @@
  * large_reserved to the surviving cache's reservation.
  */
 #ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #endif
 #include <malloc.h>
 #include <pthread.h>

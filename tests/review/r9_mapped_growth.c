@@ -33,7 +33,9 @@
  * so segment_release_if_idle() never unmaps them.
  */
 #ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #endif
 #include <stdint.h>
 #include <stdio.h>
