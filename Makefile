@@ -42,9 +42,11 @@ fuzz: release
 #   make bench-full   the whole matrix (bench/results/latest-full)
 #   make bench-docs   full run, written to docs/benchmarks.md + docs/benchmarks/
 #   make bench-deps   apt-get the peers: jemalloc, mimalloc, tcmalloc, DPDK, gnuplot
+#   make bench-real   gcc and git gc under each allocator: wall time, peak RSS
+#                     (REAL_ARGS="--stats gcc", RUNS=3, REPO=<git dir>, SQLITE_C=<file>)
 #   BENCH_ARGS="--workloads frag,tunnels --backends dpmalloc,jemalloc" narrows a run
 BENCH_DEBS := libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libdpdk-dev pkg-config gnuplot-nox
-.PHONY: bench-build bench-smoke bench-docs
+.PHONY: bench-build bench-smoke bench-docs bench-real
 # only what the benchmark needs (dpmbench, libdpmalloc.so), not the tests
 bench-build:
 	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
@@ -61,6 +63,11 @@ bench-smoke: bench-build
 
 bench-docs: bench-build
 	$(BUILD)/bench/dpmbench --full --docs docs/benchmarks.md $(BENCH_ARGS)
+
+bench-real:
+	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build $(BUILD) -j --target dpmalloc
+	DPM_LIB=$(abspath $(BUILD))/libdpmalloc.so bench/real_programs.sh $(REAL_ARGS)
 
 bench-deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-deps: run as root (apt-get)"; exit 1; fi

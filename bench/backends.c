@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <glob.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,22 @@
 /* ---- dpmalloc native ------------------------------------------------------ */
 
 static void dpm_free_aligned_at(void *p, size_t align, size_t offset);
+static size_t dpm_usable(void *p) { return dpm_usable_size(p); }
+
+/* The native API's malloc_trim(0): arena.<i>.purge for every arena, which
+ * also takes the arena's blocks out of every thread's large cache. */
+static void dpm_trim(void)
+{
+    unsigned n = 0;
+    size_t len = sizeof n;
+    if (dpm_ctl("arenas.narenas", &n, &len, NULL, 0) != 0)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "arena.%u.purge", i);
+        dpm_ctl(name, NULL, NULL, NULL, 0);
+    }
+}
 
 static const struct backend dpm_backend = {
     .name = "dpmalloc",
@@ -27,6 +44,10 @@ static const struct backend dpm_backend = {
     .free = dpm_free,
     .free_sized = dpm_free_sized,
     .free_aligned_at = dpm_free_aligned_at,
+    .realloc = dpm_realloc,
+    .usable_size = dpm_usable,
+    .trim = dpm_trim,
+    .note_trim = "trim = arena.<i>.purge for every arena",
 };
 
 /* ---- libc API ------------------------------------------------------------- */
@@ -67,6 +88,12 @@ static void *libc_realloc_aligned(void *p, size_t size, size_t align)
 }
 
 static void libc_free(void *p) { free(p); }
+static void *libc_realloc(void *p, size_t size) { return realloc(p, size); }
+static size_t libc_usable(void *p) { return malloc_usable_size(p); }
+
+/* malloc_trim is glibc's: a preloaded peer that does not define it leaves
+ * it trimming glibc's own (unused) heap, as in any program using it. */
+static void libc_trim(void) { malloc_trim(0); }
 
 /* The shift is less than the alignment, so rounding down finds the base. */
 static void libc_free_aligned_at(void *p, size_t align, size_t offset)
@@ -98,6 +125,9 @@ static const struct backend libc_backend = {
     .free = libc_free,
     .free_sized = libc_free_sized,
     .free_aligned_at = libc_free_aligned_at,
+    .realloc = libc_realloc,
+    .usable_size = libc_usable,
+    .trim = libc_trim,
     .note_aligned_at = "aligned_at = posix_memalign(size+align) shifted by the offset",
     .note_realloc_aligned = "aligned realloc = realloc, then copy if misaligned",
     .note_free_sized = "free_sized = free",

@@ -15,8 +15,8 @@ endif()
 
 string(JSON nbackends LENGTH "${json}" backends)
 string(JSON nworkloads LENGTH "${json}" workloads)
-if(nworkloads LESS 12)
-  message(FATAL_ERROR "results.json: ${nworkloads} workloads, expected all 12")
+if(nworkloads LESS 14)
+  message(FATAL_ERROR "results.json: ${nworkloads} workloads, expected all 14")
 endif()
 
 set(rows 0)

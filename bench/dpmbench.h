@@ -33,8 +33,15 @@ struct backend {
     void (*free)(void *p);
     void (*free_sized)(void *p, size_t size);
     void (*free_aligned_at)(void *p, size_t align, size_t offset);
+    /* plain realloc and the usable size of a block; NULL when the backend
+     * has none (realloc then goes through realloc_aligned) */
+    void *(*realloc)(void *p, size_t size);
+    size_t (*usable_size)(void *p);
+    /* give free memory back to the OS now (malloc_trim(0) or equivalent);
+     * NULL when the backend has no such call */
+    void (*trim)(void);
     /* NULL when native; else how the nearest equivalent works */
-    const char *note_aligned_at, *note_realloc_aligned, *note_free_sized;
+    const char *note_aligned_at, *note_realloc_aligned, *note_free_sized, *note_trim;
 };
 
 /* How a backend is run: natively in the child, or by preloading a library
@@ -63,6 +70,9 @@ enum run_mode { MODE_SMOKE, MODE_QUICK, MODE_FULL };
 
 struct bench_ctx {
     const struct backend *be;
+    enum backend_kind kind;
+    const char *backend_name; /* the column this child measures */
+    int program;         /* memory workload: the program this process runs, or -1 */
     enum run_mode mode;
     int rounds;          /* measured rounds after one warm-up */
     int threads;         /* threads for multi-threaded workloads */
@@ -79,6 +89,9 @@ struct workload {
     const char *name;
     const char *what;
     int (*run)(struct bench_ctx *ctx);
+    /* runs its programs in fresh processes of its own and reports their
+     * RSS itself: the child's process rows would describe only the driver */
+    int own_processes;
 };
 
 extern const struct workload workloads[];
@@ -97,6 +110,8 @@ int run_cache_scratch(struct bench_ctx *ctx);
 int run_cache_thrash(struct bench_ctx *ctx);
 int run_churn(struct bench_ctx *ctx);
 int run_contention(struct bench_ctx *ctx);
+int run_memory(struct bench_ctx *ctx);
+int run_memory_program(struct bench_ctx *ctx);
 
 /* ---- time, CPUs, process usage (sys.c) ------------------------------------ */
 
@@ -111,6 +126,7 @@ int pin_to_cpu_index(int index);
 long minor_faults(void);
 void reset_peak_rss(void);
 long rss_kb(const char *field); /* "VmRSS" or "VmHWM" */
+double statm_rss_mib(void);     /* resident pages from /proc/self/statm */
 uint64_t rng_next(uint64_t *state);
 const char *libc_version(void);
 int ticks_invariant(void);

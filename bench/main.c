@@ -24,29 +24,32 @@
 
 const struct workload workloads[] = {
     {"frag", "5 batches x 2000 aligned allocs, no frees: ns per call per batch (seed 000)",
-     run_frag},
-    {"bulk", "1000 allocs, memset each, free all: ns per alloc and per free", run_bulk},
+     run_frag, 0},
+    {"bulk", "1000 allocs, memset each, free all: ns per alloc and per free", run_bulk, 0},
     {"nobulk", "alloc, memset, 5 us busy wait, free: ns per alloc+free (wait excluded)",
-     run_nobulk},
+     run_nobulk, 0},
     {"realloc", "alloc s, realloc 2s, realloc 4s, free, memset after each: ns per iteration "
-                "(memset excluded)", run_realloc},
+                "(memset excluded)", run_realloc, 0},
     {"threads", "one pinned thread per core: N x alloc(4096, 4096) with 5 us waits, then N "
-                "frees: us per thread", run_threads},
+                "frees: us per thread", run_threads, 0},
     {"tunnels", "VPP GTP-U: tunnel + rewrite vector (align 64 at offset 4) + route each: "
-                "clocks per call, RSS over requested bytes (seed 002)", run_tunnels},
+                "clocks per call, RSS over requested bytes (seed 002)", run_tunnels, 0},
     {"counters", "per-thread 24-byte counters: packed, padded, one malloc(24) per thread: "
-                 "increments per second (seed 001)", run_counters},
+                 "increments per second (seed 001)", run_counters, 0},
     {"larson", "Larson server: threads replace random 16-1024 B objects, each generation "
-               "inherits the last one's objects", run_larson},
+               "inherits the last one's objects", run_larson, 0},
     {"prodcons", "producer/consumer: one thread allocates, another checks and frees",
-     run_prodcons},
+     run_prodcons, 0},
     {"cache-scratch", "passive false sharing: each thread frees a block handed to it, then "
-                      "allocates, writes and frees 8-byte blocks", run_cache_scratch},
+                      "allocates, writes and frees 8-byte blocks", run_cache_scratch, 0},
     {"cache-thrash", "active false sharing: each thread allocates, writes and frees 8-byte "
-                     "blocks", run_cache_thrash},
-    {"churn", "random sizes 16 B-16 KiB through shared slots: frees by any thread", run_churn},
+                     "blocks", run_cache_thrash, 0},
+    {"churn", "random sizes 16 B-16 KiB through shared slots: frees by any thread", run_churn, 0},
     {"contention", "4 threads per CPU on one arena, then on exclusive arenas (arenas.create + "
-                   "thread.arena): throughput and lock waits (seed 004)", run_contention},
+                   "thread.arena): throughput and lock waits (seed 004)", run_contention, 0},
+    {"memory", "what stays resident: idle threads, stepwise shrink, big then small, holes, "
+               "aligned-at offsets, a consumer thread; each program in a fresh process, RSS "
+               "from /proc/self/statm", run_memory, 1},
 };
 const int workload_count = (int)(sizeof workloads / sizeof workloads[0]);
 
@@ -86,7 +89,7 @@ static int parse_kind(const char *s, enum backend_kind *kind)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.mode = MODE_QUICK, .plots = 1, .out_root = DPMBENCH_RESULTS_DIR,
-                          .dpm_preload = DPMBENCH_PRELOAD_LIB};
+                          .dpm_preload = DPMBENCH_PRELOAD_LIB, .child_program = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define VALUE() (v ? (i++, v) : (fprintf(stderr, "dpmbench: %s needs a value\n", a), exit(2), ""))
@@ -122,7 +125,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         } else if (!strcmp(a, "--kind")) {
             if (parse_kind(VALUE(), &o->child_kind) != 0)
                 return -1;
-        } else if (!strcmp(a, "--tsc-hz"))
+        } else if (!strcmp(a, "--backend"))
+            o->child_backend = VALUE();
+        else if (!strcmp(a, "--program"))
+            o->child_program = atoi(VALUE());
+        else if (!strcmp(a, "--tsc-hz"))
             o->tsc_hz = atof(VALUE());
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
@@ -175,8 +182,10 @@ static int run_child(const struct options *o)
     const struct workload *w = workload_named(o->child_workload);
     struct bench_ctx ctx = {.mode = o->mode, .rounds = o->rounds, .threads = o->threads,
                             .result_fd = 3, .tsc_hz = o->tsc_hz, .round = -1,
-                            .budget_s = o->budget_s};
-    if (!w)
+                            .budget_s = o->budget_s, .kind = o->child_kind,
+                            .backend_name = o->child_backend ? o->child_backend : "",
+                            .program = o->child_program};
+    if (!w || (ctx.program >= 0 && !w->own_processes))
         return 2;
     set_ticks_hz(o->tsc_hz > 0 ? o->tsc_hz : calibrate_ticks_hz());
     ctx.be = backend_open(o->child_kind);
@@ -186,7 +195,11 @@ static int run_child(const struct options *o)
     tick_overhead();
     reset_peak_rss();
     long faults = minor_faults();
-    int rc = w->run(&ctx);
+    int rc = ctx.program >= 0 ? run_memory_program(&ctx) : w->run(&ctx);
+    if (w->own_processes) {
+        backend_close(o->child_kind);
+        return rc;
+    }
     emit_value(&ctx, "process", "minor faults", "count", '-', (double)(minor_faults() - faults));
     emit_value(&ctx, "process", "peak RSS", "MiB", '-', rss_kb("VmHWM") / 1024.0);
     emit_value(&ctx, "process", "final RSS", "MiB", '-', rss_kb("VmRSS") / 1024.0);

@@ -484,7 +484,10 @@ int write_markdown(const struct run *run, const char *path, const char *plot_dir
                "apt-get the peers, DPDK and gnuplot). The program is `build/bench/dpmbench`; "
                "`--workloads a,b`, `--backends a,b`, `--rounds N`, `--threads N`, `--budget S` "
                "narrow a run, `--list` shows what is available. Results go to "
-               "`bench/results/<time>-<mode>/` (CSV, JSON, Markdown, PNG, gnuplot scripts).\n");
+               "`bench/results/<time>-<mode>/` (CSV, JSON, Markdown, PNG, gnuplot scripts). "
+               "What stays resident (the `memory` workload) and real programs under the "
+               "preload (`make bench-real`) are discussed in "
+               "[benchmarks-memory.md](benchmarks-memory.md).\n");
     fprintf(f, "\n## Summary\n\n");
     summary_table(f, &st, run);
     if (plot_dir)

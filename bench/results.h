@@ -49,8 +49,9 @@ struct options {
     double budget_s;
     const char *workloads, *backends, *out_root, *docs, *dpm_preload;
     /* child only */
-    const char *child_workload;
+    const char *child_workload, *child_backend;
     enum backend_kind child_kind;
+    int child_program;               /* memory workload: one program, or -1 */
     double tsc_hz;
 };
 

@@ -130,8 +130,9 @@ static void exec_child(const struct options *o, const struct backend_spec *spec,
     else
         unsetenv("LD_PRELOAD");
     alarm(child_time_limit(o->mode));
-    execl("/proc/self/exe", "dpmbench", "--child", workload, "--kind", kind, mode, "--rounds",
-          rounds, "--threads", threads, "--tsc-hz", hz, "--budget", budget, (char *)NULL);
+    execl("/proc/self/exe", "dpmbench", "--child", workload, "--kind", kind, "--backend",
+          spec->name, mode, "--rounds", rounds, "--threads", threads, "--tsc-hz", hz, "--budget",
+          budget, (char *)NULL);
     _exit(5);
 }
 

@@ -142,6 +142,20 @@ long rss_kb(const char *field)
     return kb;
 }
 
+/* Resident set from /proc/self/statm (pages, second field), in MiB; -1
+ * when it cannot be read. */
+double statm_rss_mib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = -1;
+    if (!f)
+        return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return resident < 0 ? -1 : (double)resident * (double)sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
 /* splitmix64: deterministic, so every backend sees the same sequence. */
 uint64_t rng_next(uint64_t *state)
 {
