@@ -39,8 +39,8 @@ void free_sized_impl(void *p, size_t size, const char *call);
 DPM_INLINE void *alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin in tcache_t.bins */
-    if (likely(size <= SC_BYTE_LOOKUP_MAX))
-        off = sc_lookup_byte[size];
+    if (likely(size <= TC_LOOKUP_MAX))
+        off = tc_bin_offset_of_size[size];
     else if (size <= SC_LOOKUP_MAX)
         off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
     else if (size <= SMALL_MAX)

@@ -131,6 +131,7 @@ static bool init_locked(void)
     if (opt.secure)
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
     tcache_init_free_key();
+    tcache_fill_lookup();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

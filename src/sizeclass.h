@@ -16,7 +16,6 @@
 #define SC_NLINEAR 8
 #define SC_GROUP 4             /* classes per doubling above SC_LINEAR_MAX */
 #define SC_LOOKUP_MAX 4096     /* sizes served by the lookup table */
-#define SC_BYTE_LOOKUP_MAX 1024 /* sizes served by the byte-indexed table */
 #define SMALL_MAX 14336        /* largest class carved from slabs (16 KiB and up are page runs, which grow in place) */
 #define NSMALL 35              /* classes 0..34 are small (slab) classes */
 #define SC_LG_MAX 46
@@ -35,13 +34,6 @@ typedef struct sc_info {
 
 extern sc_info_t sc_table[NCLASSES];
 extern uint8_t sc_lookup[SC_LOOKUP_MAX / QUANTUM + 1];
-/* Indexed by the size itself, the class times SC_BYTE_LOOKUP_SCALE: the
- * malloc fast path saves the rounding (size + 15) >> 4 for the most common
- * sizes, and, as the scale is the size of a thread-cache bin (asserted in
- * tcache.h), the scaling of the class into a bin offset. 2 KiB. */
-#define SC_BYTE_LOOKUP_LG_SCALE 5
-#define SC_BYTE_LOOKUP_SCALE (1u << SC_BYTE_LOOKUP_LG_SCALE)
-extern uint16_t sc_lookup_byte[SC_BYTE_LOOKUP_MAX + 1];
 
 /* Fills the tables; slab_pages_override[c] != 0 replaces the default slab
  * size of small class c ("slab_sizes" option). */
@@ -61,8 +53,6 @@ DPM_INLINE unsigned sc_compute(size_t size)
 
 DPM_INLINE unsigned sc_of_size(size_t size)
 {
-    if (likely(size <= SC_BYTE_LOOKUP_MAX))
-        return sc_lookup_byte[size] >> SC_BYTE_LOOKUP_LG_SCALE;
     if (likely(size <= SC_LOOKUP_MAX))
         return sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM];
     return sc_compute(size);

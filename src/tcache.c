@@ -175,6 +175,25 @@ bool tcache_create_for_thread(void)
     return true;
 }
 
+/* ---- the size -> bin table --------------------------------------------- */
+
+uint16_t tc_bin_offset_of_size[TC_LOOKUP_MAX + 1];
+
+/* Like sizeclass's lookup table, filled before main by a constructor (the
+ * fast path of threads racing the first initialisation reads settled
+ * values) and at init (allocations made before constructors run); the
+ * last entry, written last and never 0, says it is done. */
+void tcache_fill_lookup(void)
+{
+    if (__atomic_load_n(&tc_bin_offset_of_size[TC_LOOKUP_MAX], __ATOMIC_ACQUIRE) != 0)
+        return;
+    for (size_t size = 0; size <= TC_LOOKUP_MAX; size++)
+        __atomic_store_n(&tc_bin_offset_of_size[size], (uint16_t)(sc_compute(size) * sizeof(tc_bin_t)),
+                         __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void fill_lookup_before_main(void) { tcache_fill_lookup(); }
+
 /* ---- the free key ------------------------------------------------------ */
 
 void tcache_init_free_key(void)

@@ -108,9 +108,17 @@ typedef struct tcache {
     large_cache_t large;
 } CACHE_ALIGNED tcache_t;
 
+/* Indexed by the size itself, the offset in tcache_t.bins of the bin of
+ * the size's class (class * sizeof(tc_bin_t)): the malloc fast path gets
+ * its bin with one load, saving the rounding (size + 15) >> 4 and the
+ * scaling of the class for the most common sizes. Built from the size
+ * classes before main and at init (tcache_fill_lookup). 2 KiB. */
+#define TC_LOOKUP_MAX 1024
+extern uint16_t tc_bin_offset_of_size[TC_LOOKUP_MAX + 1];
+_Static_assert(NSMALL * sizeof(tc_bin_t) <= UINT16_MAX, "bin offsets fit the table");
+
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
  * otherwise, with one scaled add. */
-_Static_assert(sizeof(tc_bin_t) == SC_BYTE_LOOKUP_SCALE, "sc_lookup_byte holds bin offsets");
 _Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
 DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 {
@@ -212,6 +220,8 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p);
 void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what);
 /* A fresh per-process free key (init). */
 void tcache_init_free_key(void);
+/* Fills tc_bin_offset_of_size (init; idempotent). */
+void tcache_fill_lookup(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
