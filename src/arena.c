@@ -5,7 +5,6 @@
 #include "arena.h"
 #include "conf.h"
 #include "error.h"
-#include "global.h"
 #include "os.h"
 #include "types.h"
 
@@ -18,12 +17,18 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 static unsigned next_arena;
 
-uint8_t arena_cache_class(const arena_t *a, unsigned c)
+/* bin_tags[manual][c]; only meaningful once bin_tags_set. */
+static uint8_t bin_tags[2][NSMALL];
+static bool bin_tags_set;
+
+void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL])
 {
-    if (c >= g.tcache_nclasses)
-        return TC_NONE;
-    return (uint8_t)(a->manual ? c + TC_MANUAL_BASE : c);
+    memcpy(bin_tags[0], automatic, NSMALL);
+    memcpy(bin_tags[1], manual, NSMALL);
+    bin_tags_set = true;
 }
+
+static uint8_t bin_tag(const arena_t *a, unsigned c) { return bin_tags_set ? bin_tags[a->manual][c] : TC_NONE; }
 
 static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE); }
 
@@ -57,7 +62,7 @@ static void arena_fresh_state(arena_t *a, const char *name, bool reused)
     a->muzzy_decay_ms = opt.muzzy_decay_ms;
     a->clock_ns = a->last_decay_ns = os_now_ns();
     for (unsigned c = 0; c < NSMALL; c++)
-        bin_init(&a->bins[c], a, c, 0, arena_cache_class(a, c), false);
+        bin_init(&a->bins[c], a, c, 0, bin_tag(a, c), false);
 }
 
 static arena_t *arena_create(unsigned index, bool manual, const char *name)
@@ -70,6 +75,7 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name)
     a->manual = manual;
     a->destroyed = false;
     a->nthreads = 0;
+    a->incarnation = 0;
     arena_fresh_state(a, name, false);
     return a;
 }
@@ -80,6 +86,7 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name)
 static void arena_reuse(arena_t *a, const char *name)
 {
     mutex_lock(&a->lock);
+    a->incarnation++;
     arena_fresh_state(a, name, true);
     a->lock.n_acquired = a->lock.n_contended = a->lock.wait_ns_total = a->lock.wait_ns_max = 0;
     mutex_unlock(&a->lock);

@@ -14,14 +14,6 @@
 
 #define MAX_ARENAS 4096
 #define NLARGE_STATS (NCLASSES - NSMALL)
-#define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
-/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE, a
- * cache bin that never has slots: the free fast path finds it full and
- * leaves the block to the slow path, which caches it (in bin `class`) only
- * for a thread bound to the block's arena (see tcache.h). */
-#define TC_MANUAL_BASE 100
-_Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
-               "manual tags name bins that no class uses");
 #define ARENA_NAME_MAX 32
 
 /* Bins other than the plain one of their class: phased (objects laid at an
@@ -40,16 +32,6 @@ typedef struct special_table {
     uint32_t count;   /* bins in it (at most 3/4 of the slots) */
     special_slot_t slots[];
 } special_table_t;
-
-/* Thread-cache counters of threads that exited, kept per arena. */
-typedef struct tc_totals {
-    uint64_t nrequests, nmisses, nfills, nflushes;
-} tc_totals_t;
-
-/* Cycle samples of slow-path calls (stats: cycles per call, VPP style). */
-typedef struct slow_samples {
-    uint64_t alloc_n, alloc_cycles, free_n, free_cycles;
-} slow_samples_t;
 
 typedef struct large_stats {
     uint64_t nmalloc, nfree;
@@ -70,6 +52,10 @@ typedef struct arena {
      * with release order after the thread's cache gave back the arena's
      * blocks: reset and destroy read it under arenas_lock. */
     uint32_t nthreads;
+    /* Raised each time a destroyed slot is reused (under arenas_lock), so
+     * that bookkeeping kept by index elsewhere can tell the arena's lives
+     * apart. */
+    uint32_t incarnation;
     /* ---- everything below starts over when a slot is reused ---- */
     page_heap_t ph;
     char name[ARENA_NAME_MAX];
@@ -85,8 +71,6 @@ typedef struct arena {
      * so they never see those runs missing. */
     dpm_mutex_t purge_lock;
     large_stats_t large[NLARGE_STATS];
-    tc_totals_t tc_exited[TC_MAX_CLASSES];
-    slow_samples_t samples_exited;
     dpm_mutex_t special_lock;      /* creation of special bins */
     special_table_t *special;      /* NULL until the first special bin */
     bin_t bins[NSMALL];
@@ -96,8 +80,11 @@ extern arena_t *arenas[MAX_ARENAS];
 extern unsigned narenas_total;   /* arenas created so far */
 extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
 
-/* tcache_class for blocks of class c of arena a (TC_NONE: never cached). */
-uint8_t arena_cache_class(const arena_t *a, unsigned c);
+/* The tcache_class (page-map tag, span.h) that the blocks of each small
+ * class carry in automatic and in manual arenas, told once at init by the
+ * room above (the thread cache, which alone knows what the tags mean);
+ * TC_NONE for every class until then. Bins made afterwards use them. */
+void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL]);
 /* The arena with this index, created on first use; NULL on OOM. */
 arena_t *arena_get(unsigned index);
 /* The next arena in round-robin order. */

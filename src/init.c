@@ -132,6 +132,7 @@ static bool init_locked(void)
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
     tcache_init_free_key();
     tcache_fill_lookup();
+    tcache_init_bin_tags();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

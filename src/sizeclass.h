@@ -23,6 +23,9 @@
 #define SLAB_MAX_OBJS 512
 #define SLAB_BITMAP_WORDS (SLAB_MAX_OBJS / 64)
 #define SLAB_MAX_PAGES 64
+/* Large blocks up to this size are rounded to their size class (so that
+ * thread caches and in-place reuse find equal sizes); above it to pages. */
+#define LARGE_ROUND_MAX ((size_t)4 << 20)
 
 typedef struct sc_info {
     size_t size;

@@ -41,6 +41,7 @@ typedef struct run_list_snap {
 typedef struct arena_snap {
     bool exists;
     unsigned index;
+    uint32_t incarnation;            /* the arena's life that was snapped */
     char name[ARENA_NAME_MAX];
     bool manual;
     uint32_t nthreads;

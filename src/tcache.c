@@ -23,6 +23,9 @@ uintptr_t tc_free_key = (uintptr_t)0x9e3779b97f4a7c15u;
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
 static tcache_t *tcaches_exited;    /* caches of exited threads, for reuse */
+/* Counters of exited threads' caches by arena index, made at the first
+ * exit from that arena (metadata, never freed); under tcaches_lock. */
+static tc_exited_t *exited_by_arena[MAX_ARENAS];
 
 unsigned tcache_classes_for(size_t tcache_max)
 {
@@ -193,6 +196,17 @@ void tcache_fill_lookup(void)
 }
 
 __attribute__((constructor)) static void fill_lookup_before_main(void) { tcache_fill_lookup(); }
+
+void tcache_init_bin_tags(void)
+{
+    uint8_t automatic[NSMALL], manual[NSMALL];
+    for (unsigned c = 0; c < NSMALL; c++) {
+        bool cached = c < g.tcache_nclasses;
+        automatic[c] = cached ? (uint8_t)c : TC_NONE;
+        manual[c] = cached ? (uint8_t)(c + TC_MANUAL_BASE) : TC_NONE;
+    }
+    arena_set_bin_tags(automatic, manual);
+}
 
 /* ---- the free key ------------------------------------------------------ */
 
@@ -462,23 +476,36 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
 
 /* ---- thread exit, stats, fork ------------------------------------------ */
 
-/* The counters of an exiting cache live on in its arena. */
+/* The counters of an exiting cache live on with its arena's index, for
+ * the arena's current life; tcaches_lock held. The thread is still bound
+ * to the arena, so the arena is not destroyed and reused meanwhile.
+ * Without metadata memory for the table the counters are dropped. */
 static void absorb_stats(const tcache_t *tc)
 {
-    arena_t *a = tc->arena;
-    mutex_lock(&a->lock);
+    const arena_t *a = tc->arena;
+    tc_exited_t *e = exited_by_arena[a->index];
+    if (e == NULL) {
+        e = base_alloc(sizeof(*e), CACHELINE);
+        if (e == NULL)
+            return;
+        e->incarnation = a->incarnation;
+        exited_by_arena[a->index] = e;
+    }
+    if (e->incarnation != a->incarnation) {
+        memset(e, 0, sizeof(*e));
+        e->incarnation = a->incarnation;
+    }
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        tc_totals_t *t = &a->tc_exited[c];
+        tc_totals_t *t = &e->totals[c];
         t->nrequests += tc->bins[c].nrequests;
         t->nmisses += tc->stats[c].nmisses;
         t->nfills += tc->stats[c].nfills;
         t->nflushes += tc->stats[c].nflushes;
     }
-    a->samples_exited.alloc_n += tc->samples.alloc_n;
-    a->samples_exited.alloc_cycles += tc->samples.alloc_cycles;
-    a->samples_exited.free_n += tc->samples.free_n;
-    a->samples_exited.free_cycles += tc->samples.free_cycles;
-    mutex_unlock(&a->lock);
+    e->samples.alloc_n += tc->samples.alloc_n;
+    e->samples.alloc_cycles += tc->samples.alloc_cycles;
+    e->samples.free_n += tc->samples.free_n;
+    e->samples.free_cycles += tc->samples.free_cycles;
 }
 
 /* The cache is flushed and its counters absorbed before the thread
@@ -490,8 +517,8 @@ void tcache_thread_exit(void *arg)
     tls_state = THREAD_EXITING;
     if (tc != NULL && tc != &tcache_empty) {
         tcache_flush_all(tc);
-        absorb_stats(tc);
         mutex_lock(&tcaches_lock);
+        absorb_stats(tc);
         list_unlink(&tcaches_live, tc);
         list_link(&tcaches_exited, tc);
         mutex_unlock(&tcaches_lock);
@@ -504,6 +531,16 @@ void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg)
     mutex_lock(&tcaches_lock);
     for (const tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
         fn(tc, arg);
+    mutex_unlock(&tcaches_lock);
+}
+
+void tcaches_for_each_exited(void (*fn)(unsigned arena_index, const tc_exited_t *, void *), void *arg)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    mutex_lock(&tcaches_lock);
+    for (unsigned i = 0; i < n; i++)
+        if (exited_by_arena[i] != NULL)
+            fn(i, exited_by_arena[i], arg);
     mutex_unlock(&tcaches_lock);
 }
 

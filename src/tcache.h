@@ -24,6 +24,15 @@
  * tcache_class + 1, and 0 for TC_NONE and foreign pointers: the bin just
  * before bins[0] ("none") is always empty and full too. */
 #define TC_NBINS 256
+#define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
+/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE, a
+ * cache bin that never has slots: the free fast path finds it full and
+ * leaves the block to the slow path, which caches it (in bin `class`) only
+ * for a thread bound to the block's arena (see below). The arenas learn
+ * these tags at init (tcache_init_bin_tags). */
+#define TC_MANUAL_BASE 100
+_Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
+               "manual tags name bins that no class uses");
 #define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
 #define TC_GC_EVERY 64          /* slow-path events between trims */
 
@@ -46,6 +55,17 @@ typedef struct tc_bin {
     uint16_t ncached_max;
     uint64_t nrequests;          /* allocations asked of this bin */
 } tc_bin_t;
+
+/* A cache's counters per class; the sums of exited threads' caches are
+ * kept per arena (tcaches_for_each_exited). */
+typedef struct tc_totals {
+    uint64_t nrequests, nmisses, nfills, nflushes;
+} tc_totals_t;
+
+/* Cycle samples of slow-path calls (stats: cycles per call, VPP style). */
+typedef struct slow_samples {
+    uint64_t alloc_n, alloc_cycles, free_n, free_cycles;
+} slow_samples_t;
 
 typedef struct tc_bin_stats {
     uint64_t nmisses, nfills, nflushes, nflushed_objs;
@@ -222,6 +242,11 @@ void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const ch
 void tcache_init_free_key(void);
 /* Fills tc_bin_offset_of_size (init; idempotent). */
 void tcache_fill_lookup(void);
+/* Tells the arenas the tag of each small class's blocks
+ * (arena_set_bin_tags): its cache bin, for the g.tcache_nclasses cached
+ * classes (plus TC_MANUAL_BASE in manual arenas); TC_NONE for the rest.
+ * At init, before the first arena. */
+void tcache_init_bin_tags(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
@@ -268,6 +293,17 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n);
 void tcache_thread_exit(void *tc);
 /* Calls fn on every live thread cache with the list lock held. */
 void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg);
+/* The counters that exited threads' caches left in one life of an arena
+ * (arena_t.incarnation). */
+typedef struct tc_exited {
+    uint32_t incarnation;
+    tc_totals_t totals[TC_MAX_CLASSES];
+    slow_samples_t samples;
+} tc_exited_t;
+/* Calls fn on the exited-thread counters of every arena index that has
+ * some, with the list lock held; fn compares the incarnation with the one
+ * it knows (the counters of an earlier life of a reused slot are stale). */
+void tcaches_for_each_exited(void (*fn)(unsigned arena_index, const tc_exited_t *, void *), void *arg);
 void tcaches_prefork(void);
 void tcaches_postfork_parent(void);
 void tcaches_postfork_child(void);
