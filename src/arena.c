@@ -231,6 +231,86 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
     }
 }
 
+/* ---- slabs: bin fills and flushes -------------------------------------- */
+
+/* A new slab for bin from a's page heap, formatted and mapped, or NULL
+ * when out of memory. Bin lock held; takes the arena lock (bin -> arena). */
+static span_t *slab_make(arena_t *a, const bin_t *bin)
+{
+    page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
+    bool zeroed;
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    span_t *s = ph_alloc(&a->ph, &req, &zeroed);
+    if (s == NULL) {
+        mutex_unlock_elidable(&a->lock, held);
+        arenas_release_free_memory();
+        held = mutex_lock_elidable(&a->lock);
+        s = ph_alloc(&a->ph, &req, &zeroed);
+    }
+    if (s != NULL && bin->typed) {
+        s->type_ids = pool_get(&a->ph.type_arrays);
+        if (s->type_ids != NULL)
+            memset(s->type_ids, 0, SLAB_MAX_OBJS * sizeof(uint16_t));
+        if (s->type_ids == NULL) {
+            ph_free(&a->ph, s, a->clock_ns);
+            s = NULL;
+        }
+    }
+    if (s != NULL) {
+        bin_format_slab(bin, s);
+        ph_map_all_pages(s);
+        arena_tick(a);
+    }
+    mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
+    return s;
+}
+
+/* Takes back a slab that a flush emptied. Its bin's lock held. */
+static void slab_release(arena_t *a, span_t *s)
+{
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    ph_unmap_inner_pages(s);
+    arena_clock_refresh(a);
+    ph_free(&a->ph, s, a->clock_ns);
+    arena_after_free(a);
+    mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
+}
+
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
+{
+    lock_elided_t held = mutex_lock_elidable(&bin->lock);
+    unsigned n = bin_take(bin, out, want);
+    while (n < want) {
+        span_t *s = slab_make(bin->arena, bin);
+        if (s == NULL)
+            break;
+        bin_add_slab(bin, s);
+        n += bin_take(bin, out + n, want - n);
+    }
+    bin_count_fill(bin, n);
+    mutex_unlock_elidable(&bin->lock, held);
+    return n;
+}
+
+void arena_bin_flush(void **objs, unsigned n)
+{
+    while (n > 0) {
+        bin_t *bin = bin_of_flushed(objs[0]);
+        span_t *emptied = NULL;
+        lock_elided_t held = mutex_lock_elidable(&bin->lock);
+        n = bin_flush_locked(bin, held, objs, n, &emptied);
+        while (emptied != NULL) {
+            span_t *s = emptied;
+            emptied = s->next;
+            s->next = NULL;
+            slab_release(bin->arena, s);
+        }
+        mutex_unlock_elidable(&bin->lock, held);
+    }
+}
+
 /* ---- reset and destroy ------------------------------------------------- */
 
 static void lock_bin(bin_t *bin, void *arg) { (void)arg, mutex_lock(&bin->lock); }

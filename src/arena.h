@@ -122,6 +122,15 @@ typedef struct large_request {
     uint16_t type_id;  /* type tag, 0 for none */
 } large_request_t;
 
+/* Up to want objects of bin (a bin of some arena) into out, with new
+ * slabs from the arena's page heap as needed; returns how many (0: out of
+ * memory). Takes the bin lock, then the arena lock for a new slab. */
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want);
+/* Returns n validated small objects (any bins, any arenas) to their slabs,
+ * one bin lock at a time; slabs left empty go back to their arena's page
+ * heap. Reorders objs. Aborts on a double free. */
+void arena_bin_flush(void **objs, unsigned n);
+
 void *arena_alloc_large(arena_t *a, const large_request_t *req);
 void arena_free_large(span_t *s);
 /* Resize a large block in place to the usable size a fresh block of size

@@ -263,7 +263,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
         want = ARRAY_LEN(batch);
-    unsigned got = bin_fill(&tc->arena->bins[c], batch, want);
+    unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, want);
     if (got == 0)
         return NULL;
     tc->stats[c].nfills++;
@@ -281,7 +281,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 static void send_home(void **objs, unsigned n, unsigned c)
 {
     if (c < NSMALL) {
-        bin_flush(objs, n);
+        arena_bin_flush(objs, n);
         return;
     }
     for (unsigned i = 0; i < n; i++)
@@ -320,7 +320,7 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p)
 static void stash_flush(phased_stash_t *st)
 {
     if (st->n != 0)
-        bin_flush(st->objs, st->n);
+        arena_bin_flush(st->objs, st->n);
     st->n = 0;
     st->bin = NULL;
 }
@@ -339,7 +339,7 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     if (st->n == 0) {
         /* take them in address order: the lowest comes out first */
         void *batch[TC_PHASED_BATCH];
-        unsigned got = bin_fill(bin, batch, TC_PHASED_BATCH);
+        unsigned got = arena_bin_fill(bin, batch, TC_PHASED_BATCH);
         for (unsigned i = 0; i < got; i++)
             st->objs[i] = batch[got - 1 - i];
         st->n = got;
