@@ -298,15 +298,11 @@ void arena_bin_flush(void **objs, unsigned n)
 {
     while (n > 0) {
         bin_t *bin = bin_of_flushed(objs[0]);
-        span_t *emptied = NULL;
+        list_t emptied = {0};
         lock_elided_t held = mutex_lock_elidable(&bin->lock);
         n = bin_flush_locked(bin, held, objs, n, &emptied);
-        while (emptied != NULL) {
-            span_t *s = emptied;
-            emptied = s->next;
-            s->next = NULL;
-            slab_release(bin->arena, s);
-        }
+        for (list_node_t *s; (s = list_pop_front(&emptied)) != NULL;)
+            slab_release(bin->arena, list_item(s, span_t, link));
         mutex_unlock_elidable(&bin->lock, held);
     }
 }

@@ -40,23 +40,13 @@ void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t pha
 
 static void nonfull_push(bin_t *bin, span_t *s)
 {
-    s->prev = NULL;
-    s->next = bin->nonfull;
-    if (bin->nonfull != NULL)
-        bin->nonfull->prev = s;
-    bin->nonfull = s;
+    list_push_front(&bin->nonfull, &s->link);
     s->on_list = 1;
 }
 
 static void nonfull_remove(bin_t *bin, span_t *s)
 {
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        bin->nonfull = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
-    s->next = s->prev = NULL;
+    list_remove(&bin->nonfull, &s->link);
     s->on_list = 0;
 }
 
@@ -96,14 +86,13 @@ void bin_add_slab(bin_t *bin, span_t *s)
 
 /* Slab s holds no object any more: off the bin's books, and onto the
  * caller's list of slabs for the arena to take back. */
-static void slab_detach(bin_t *bin, span_t *s, span_t **emptied)
+static void slab_detach(bin_t *bin, span_t *s, list_t *emptied)
 {
     if (s->on_list)
         nonfull_remove(bin, s);
     bin->stats.nslabs_freed++;
     bin->stats.curslabs--;
-    s->next = *emptied;
-    *emptied = s;
+    list_push_front(emptied, &s->link);
 }
 
 static unsigned slab_take(span_t *s, void **out, unsigned want)
@@ -154,7 +143,7 @@ static unsigned slab_mark_run(bin_t *bin, lock_elided_t held, span_t *s, void **
 /* n objects of slab s were just marked free: counts them, files a slab
  * that had none on the nonfull list, and detaches a slab that has all of
  * them into *emptied. */
-static void slab_settle(bin_t *bin, span_t *s, uint32_t n, span_t **emptied)
+static void slab_settle(bin_t *bin, span_t *s, uint32_t n, list_t *emptied)
 {
     uint32_t was = s->nfree;
     s->nfree = was + n;
@@ -181,7 +170,7 @@ unsigned bin_take(bin_t *bin, void **out, unsigned want)
     while (n < want) {
         span_t *s = bin->current;
         if (s == NULL || s->nfree == 0) {
-            s = bin->nonfull;
+            s = list_item(list_first(&bin->nonfull), span_t, link);
             if (s == NULL)
                 break;
             nonfull_remove(bin, s);
@@ -208,7 +197,7 @@ bin_t *bin_of_flushed(void *p) { return flushed_slab_of(p)->bin; }
  * got or freed them), so each run is marked block by block and settled
  * once: one count update and list check per run. A slab of the locked bin
  * cannot change under us until slab_settle may detach it. */
-unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, span_t **emptied)
+unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, list_t *emptied)
 {
     unsigned left = 0;
     for (unsigned i = 0; i < n;) {
@@ -229,7 +218,7 @@ unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned 
 void bin_forget_all(bin_t *bin)
 {
     bin->current = NULL;
-    bin->nonfull = NULL;
+    bin->nonfull = (list_t){0};
     bin->stats.nfree = bin->stats.nmalloc;
     bin->stats.nslabs_freed += bin->stats.curslabs;
     bin->stats.curslabs = 0;
@@ -260,7 +249,11 @@ bool bin_check(bin_t *bin)
 {
     mutex_lock(&bin->lock);
     bool ok = true;
-    for (span_t *s = bin->nonfull; s != NULL && ok; s = s->next) {
+    if (list_check(&bin->nonfull) < 0)
+        ok = bin_fail("broken nonfull list link");
+    list_for_each(span_t, s, &bin->nonfull, link) {
+        if (!ok)
+            break;
         if (s->kind != SPAN_SLAB || s->bin != bin || !s->on_list)
             ok = bin_fail("foreign span on nonfull list");
         else if (s->nfree == 0 || s->nfree >= bin->slab_objs)

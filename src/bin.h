@@ -29,7 +29,7 @@ typedef struct bin {
     dpm_mutex_t lock;
     struct arena *arena;
     span_t *current;         /* slab being carved */
-    span_t *nonfull;         /* other slabs with free objects */
+    list_t nonfull;          /* of span_t by link: other slabs with free objects */
     uint32_t objsize;
     uint32_t phase;          /* bytes before the first object of a slab */
     uint32_t slab_pages;
@@ -62,9 +62,9 @@ bin_t *bin_of_flushed(void *p);
 /* Marks the blocks among objs[0..n) that belong to bin free in their
  * slabs (with bin's lock held as `held`) and moves the others, in order,
  * to the front of objs; returns how many others. Slabs left with no
- * object are detached and pushed on *emptied (linked by next) for the
- * arena to take back. Aborts on a double free. */
-unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, span_t **emptied);
+ * object are detached onto *emptied (of span_t by link) for the arena to
+ * take back. Aborts on a double free. */
+unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, list_t *emptied);
 /* Empties the bin's lists after its arena's pages were all released
  * (arena reset); counts the dropped objects as freed. Bin lock held. */
 void bin_forget_all(bin_t *bin);

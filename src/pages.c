@@ -64,41 +64,6 @@ void ph_unmap_inner_pages(span_t *s)
 
 /* ---- lists ------------------------------------------------------------- */
 
-static void lru_append(span_list_t *l, span_t *s)
-{
-    s->lru_next = NULL;
-    s->lru_prev = l->tail;
-    if (l->tail != NULL)
-        l->tail->lru_next = s;
-    else
-        l->head = s;
-    l->tail = s;
-}
-
-static void lru_prepend(span_list_t *l, span_t *s)
-{
-    s->lru_prev = NULL;
-    s->lru_next = l->head;
-    if (l->head != NULL)
-        l->head->lru_prev = s;
-    else
-        l->tail = s;
-    l->head = s;
-}
-
-static void lru_unlink(span_list_t *l, span_t *s)
-{
-    if (s->lru_prev != NULL)
-        s->lru_prev->lru_next = s->lru_next;
-    else
-        l->head = s->lru_next;
-    if (s->lru_next != NULL)
-        s->lru_next->lru_prev = s->lru_prev;
-    else
-        l->tail = s->lru_prev;
-    s->lru_next = s->lru_prev = NULL;
-}
-
 static bool state_decays(unsigned state) { return state == RUN_DIRTY || state == RUN_MUZZY; }
 
 /* A free run enters or leaves both its index and (dirty/muzzy) its LRU. */
@@ -107,7 +72,7 @@ static void run_file(page_heap_t *ph, span_t *r)
     dpm_assert(r->state < RUN_NSTATES);
     runs_insert(&ph->free_runs[r->state], r);
     if (state_decays(r->state))
-        lru_append(&ph->lru[r->state], r);
+        list_push_back(&ph->lru[r->state], &r->lru);
 }
 
 /* The same for a run split off an older one: it keeps its place at the
@@ -116,14 +81,14 @@ static void run_file_oldest(page_heap_t *ph, span_t *r)
 {
     runs_insert(&ph->free_runs[r->state], r);
     if (state_decays(r->state))
-        lru_prepend(&ph->lru[r->state], r);
+        list_push_front(&ph->lru[r->state], &r->lru);
 }
 
 static void run_unfile(page_heap_t *ph, span_t *r)
 {
     runs_remove(&ph->free_runs[r->state], r);
     if (state_decays(r->state))
-        lru_unlink(&ph->lru[r->state], r);
+        list_remove(&ph->lru[r->state], &r->lru);
 }
 
 /* Makes s a fresh descriptor of [start, start + npages pages) of kind with
@@ -176,11 +141,7 @@ static size_t segment_size_for(size_t usable_pages)
 
 static void segment_link(page_heap_t *ph, segment_t *seg)
 {
-    seg->prev = NULL;
-    seg->next = ph->segments;
-    if (ph->segments != NULL)
-        ph->segments->prev = seg;
-    ph->segments = seg;
+    list_push_front(&ph->segments, &seg->link);
     ph->nsegments++;
     ph->mapped_bytes += seg->size;
     ph->nsegments_mapped++;
@@ -188,12 +149,7 @@ static void segment_link(page_heap_t *ph, segment_t *seg)
 
 static void segment_unlink(page_heap_t *ph, segment_t *seg)
 {
-    if (seg->prev != NULL)
-        seg->prev->next = seg->next;
-    else
-        ph->segments = seg->next;
-    if (seg->next != NULL)
-        seg->next->prev = seg->prev;
+    list_remove(&ph->segments, &seg->link);
     ph->nsegments--;
     ph->mapped_bytes -= seg->size;
     ph->nsegments_unmapped++;
@@ -496,8 +452,8 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
 void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
 {
     dpm_check(ph->busy_pages == 0);
-    while (ph->segments != NULL) {
-        segment_t *seg = ph->segments;
+    while (!list_empty(&ph->segments)) {
+        segment_t *seg = list_item(list_first(&ph->segments), segment_t, link);
         for (size_t i = seg->first_page; i < seg->npages;) {
             span_t *s = radix_span(seg->base + (i << LG_PAGE));
             i += s->npages;
@@ -589,10 +545,10 @@ static void retain(page_heap_t *ph, span_t *r)
 
 /* Takes the oldest run of lru if it is due; false when none is (or the
  * batch or page budget is spent). */
-static bool take_one(page_heap_t *ph, span_list_t *lru, uint64_t now_ns, int64_t ms, bool lazy, size_t *budget,
+static bool take_one(page_heap_t *ph, list_t *lru, uint64_t now_ns, int64_t ms, bool lazy, size_t *budget,
                      purge_batch_t *b)
 {
-    span_t *r = lru->head;
+    span_t *r = list_item(list_first(lru), span_t, lru);
     if (r == NULL || *budget == 0 || b->n == PH_PURGE_MAX_RUNS || !old_enough(r, now_ns, ms))
         return false;
     uintptr_t from;
@@ -781,17 +737,13 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
  * far as splits and merges keep it (merged runs blend their times). */
 static bool check_lru(const page_heap_t *ph, unsigned st)
 {
-    size_t n = 0;
-    const span_t *prev = NULL;
-    for (const span_t *r = ph->lru[st].head; r != NULL; prev = r, r = r->lru_next, n++) {
+    long n = list_check(&ph->lru[st]);
+    if (n < 0)
+        return check_fail("broken decay list back link or tail");
+    list_for_each(const span_t, r, &ph->lru[st], lru)
         if (r->kind != SPAN_FREE || r->state != st)
             return check_fail("decay list holds a run of another state");
-        if (r->lru_prev != prev)
-            return check_fail("broken decay list back link");
-    }
-    if (ph->lru[st].tail != prev)
-        return check_fail("decay list tail is wrong");
-    if (n != ph->free_runs[st].nruns)
+    if ((size_t)n != ph->free_runs[st].nruns)
         return check_fail("decay list and index disagree");
     return true;
 }
@@ -804,7 +756,10 @@ bool ph_check(page_heap_t *ph)
     if (!check_lru(ph, RUN_DIRTY) || !check_lru(ph, RUN_MUZZY))
         return false;
     size_t active = 0, busy = 0, n = 0;
-    for (const segment_t *seg = ph->segments; seg != NULL; seg = seg->next, n++) {
+    if (list_check(&ph->segments) < 0)
+        return check_fail("broken segment list link");
+    list_for_each(const segment_t, seg, &ph->segments, link) {
+        n++;
         if (!radix_covered(seg->base) || !radix_covered(seg->base + seg->size - 1) || radix_span(seg->base) != NULL)
             return check_fail("segment missing from the address map");
         if (!check_segment(ph, seg, &active, &busy))

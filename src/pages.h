@@ -27,10 +27,6 @@
 #include "base.h"
 #include "runs.h"
 
-typedef struct span_list {
-    span_t *head, *tail;
-} span_list_t;
-
 /* How new segments are mapped (the "hugepages" and "thp" options). */
 typedef struct page_options {
     bool hugepages;   /* MAP_HUGETLB first, normal pages when none are left */
@@ -41,10 +37,10 @@ typedef struct page_heap {
     struct arena *arena;
     page_options_t options;
     run_index_t free_runs[RUN_NSTATES];
-    span_list_t lru[2];               /* dirty, muzzy: oldest first */
+    list_t lru[2];                    /* of span_t by lru; dirty, muzzy: oldest first */
     pool_t spans;                     /* span descriptors */
     pool_t type_arrays;               /* type tags of typed slabs */
-    segment_t *segments;
+    list_t segments;                  /* of segment_t by link */
     size_t nsegments;
     size_t mapped_bytes;
     size_t active_pages;              /* pages in slabs and large blocks */

@@ -21,7 +21,7 @@
 typedef struct run_index {
     uint64_t fl_bits;
     uint8_t sl_bits[RUNS_NFL];
-    span_t *heads[RUNS_NFL][RUNS_NSL];
+    list_t heads[RUNS_NFL][RUNS_NSL];   /* of span_t by link */
     size_t nruns;
     size_t npages;
 } run_index_t;

@@ -54,7 +54,7 @@ static void snap_runs(run_list_snap_t *o, const run_index_t *ix)
     for (unsigned fl = 0; fl < RUNS_NFL; fl++)
         for (unsigned sl = 0; sl < RUNS_NSL; sl++) {
             size_t n = 0;
-            for (const span_t *r = ix->heads[fl][sl]; r != NULL; r = r->next)
+            list_for_each(const span_t, r, &ix->heads[fl][sl], link)
                 n++;
             if (n > o->longest_list)
                 o->longest_list = n;

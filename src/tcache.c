@@ -21,8 +21,8 @@ tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
 uintptr_t tc_free_key = (uintptr_t)0x9e3779b97f4a7c15u;
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
-static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
-static tcache_t *tcaches_exited;    /* caches of exited threads, for reuse */
+static list_t tcaches_live;       /* every thread's cache, for stats and fork */
+static list_t tcaches_exited;     /* caches of exited threads, for reuse */
 /* Counters of exited threads' caches by arena index, made at the first
  * exit from that arena (metadata, never freed); under tcaches_lock. */
 static tc_exited_t *exited_by_arena[MAX_ARENAS];
@@ -45,25 +45,6 @@ static unsigned nslots_for_class(unsigned c)
     if (n > opt.tcache_nslots_small_max)
         n = opt.tcache_nslots_small_max;
     return n > TC_NCACHED_LIMIT ? TC_NCACHED_LIMIT : n;
-}
-
-static void list_link(tcache_t **list, tcache_t *tc)
-{
-    tc->prev = NULL;
-    tc->next = *list;
-    if (*list != NULL)
-        (*list)->prev = tc;
-    *list = tc;
-}
-
-static void list_unlink(tcache_t **list, tcache_t *tc)
-{
-    if (tc->prev != NULL)
-        tc->prev->next = tc->next;
-    else
-        *list = tc->next;
-    if (tc->next != NULL)
-        tc->next->prev = tc->prev;
 }
 
 /* ---- bin layout -------------------------------------------------------- */
@@ -159,9 +140,7 @@ bool tcache_create_for_thread(void)
     if (arena == NULL)
         return false;
     mutex_lock(&tcaches_lock);
-    tcache_t *tc = tcaches_exited;
-    if (tc != NULL)
-        list_unlink(&tcaches_exited, tc);
+    tcache_t *tc = list_item(list_pop_front(&tcaches_exited), tcache_t, link);
     mutex_unlock(&tcaches_lock);
     if (tc == NULL) {
         tc = base_alloc(sizeof(tcache_t), CACHELINE);
@@ -170,7 +149,7 @@ bool tcache_create_for_thread(void)
     }
     tcache_reset(tc, arena);
     mutex_lock(&tcaches_lock);
-    list_link(&tcaches_live, tc);
+    list_push_front(&tcaches_live, &tc->link);
     mutex_unlock(&tcaches_lock);
     tls_tcache = tc;
     tls_state = THREAD_CACHED;
@@ -246,8 +225,12 @@ void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const ch
         dpm_misuse(call, p, what);
     bool found = false;
     mutex_lock(&tcaches_lock);
-    for (const tcache_t *tc = tcaches_live; tc != NULL && !found; tc = tc->next)
-        found = tc != own && bin_holds(tc, bin, p);
+    list_for_each(const tcache_t, tc, &tcaches_live, link) {
+        if (tc != own && bin_holds(tc, bin, p)) {
+            found = true;
+            break;
+        }
+    }
     mutex_unlock(&tcaches_lock);
     if (found)
         dpm_misuse(call, p, what);
@@ -519,8 +502,8 @@ void tcache_thread_exit(void *arg)
         tcache_flush_all(tc);
         mutex_lock(&tcaches_lock);
         absorb_stats(tc);
-        list_unlink(&tcaches_live, tc);
-        list_link(&tcaches_exited, tc);
+        list_remove(&tcaches_live, &tc->link);
+        list_push_front(&tcaches_exited, &tc->link);
         mutex_unlock(&tcaches_lock);
     }
     leave_thread_arena();
@@ -529,7 +512,7 @@ void tcache_thread_exit(void *arg)
 void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg)
 {
     mutex_lock(&tcaches_lock);
-    for (const tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(const tcache_t, tc, &tcaches_live, link)
         fn(tc, arg);
     mutex_unlock(&tcaches_lock);
 }
@@ -548,7 +531,7 @@ size_t tcaches_reclaim_large(bool idle_only, const arena_t *only)
 {
     size_t sent = 0;
     mutex_lock(&tcaches_lock);
-    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         sent += tcache_large_flush(tc, idle_only, only);
     mutex_unlock(&tcaches_lock);
     return sent;
@@ -560,13 +543,13 @@ size_t tcaches_reclaim_large(bool idle_only, const arena_t *only)
 void tcaches_prefork(void)
 {
     mutex_lock(&tcaches_lock);
-    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         mutex_lock(&tc->large.lock);
 }
 
 void tcaches_postfork_parent(void)
 {
-    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         mutex_unlock(&tc->large.lock);
     mutex_unlock(&tcaches_lock);
 }
@@ -576,12 +559,12 @@ void tcaches_postfork_child(void)
     mutex_init(&tcaches_lock);
     /* Only the forking thread lives on; the other caches' blocks are lost
      * to the child, as in every thread-caching allocator. */
-    tcaches_live = NULL;
+    tcaches_live = (list_t){0};
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty) {
             mutex_reinit(&tc->large.lock);
-            list_link(&tcaches_live, tc);
+            list_push_front(&tcaches_live, &tc->link);
         }
     }
     if (tls_arena != NULL)

@@ -119,7 +119,7 @@ typedef struct tcache {
     arena_t *arena;
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
-    struct tcache *next, *prev;
+    list_node_t link;           /* on the live or the exited caches */
     uint32_t events;
     uint32_t gc_next;
     bool enabled;
