@@ -64,7 +64,6 @@ typedef struct arena {
     uint64_t last_decay_ns;
     uint32_t ticks;
     int64_t dirty_decay_ms, muzzy_decay_ms;
-    uint64_t npurge_calls;
     bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */
     /* Held by whoever has runs out of the page heap being purged (the
      * madvise runs without `lock`); reset, destroy and fork take it first,

@@ -15,11 +15,9 @@
 #include "conf.h"
 #include "error.h"
 #include "global.h"
-#include "mutex.h"
 #include "os.h"
 #include "background.h"
 #include "stats.h"
-#include "tcache.h"
 #include "types.h"
 
 #include <stdlib.h>

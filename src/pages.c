@@ -28,23 +28,22 @@ void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options
 
 /* ---- page map ---------------------------------------------------------- */
 
-static void map_page(segment_t *seg, uintptr_t addr, span_t *s)
+static void map_page(uintptr_t addr, span_t *s)
 {
-    (void)seg;
     dpm_assert(radix_covered(addr));
     radix_set(addr, span_entry(s));
 }
 
 static void map_ends(span_t *s)
 {
-    map_page(s->seg, s->start, s);
-    map_page(s->seg, span_end(s) - PAGE, s);
+    map_page(s->start, s);
+    map_page(span_end(s) - PAGE, s);
 }
 
 void ph_map_all_pages(span_t *s)
 {
     for (size_t i = 0; i < s->npages; i++)
-        map_page(s->seg, s->start + (i << LG_PAGE), s);
+        map_page(s->start + (i << LG_PAGE), s);
 }
 
 void ph_set_tcache_class(span_t *s, uint8_t tcache_class)
@@ -59,7 +58,7 @@ void ph_set_tcache_class(span_t *s, uint8_t tcache_class)
 void ph_unmap_inner_pages(span_t *s)
 {
     for (size_t i = 1; i + 1 < s->npages; i++)
-        map_page(s->seg, s->start + (i << LG_PAGE), NULL);
+        map_page(s->start + (i << LG_PAGE), NULL);
 }
 
 /* ---- lists ------------------------------------------------------------- */
@@ -121,9 +120,8 @@ static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t
 
 /* ---- segments ---------------------------------------------------------- */
 
-static size_t header_pages(size_t npages)
+static size_t header_pages(void)
 {
-    (void)npages;
     return pages_of(sizeof(segment_t));
 }
 
@@ -133,8 +131,8 @@ static size_t segment_size_for(size_t usable_pages)
 {
     if (usable_pages > ((size_t)1 << (RADIX_LG_VA - LG_PAGE)))
         return 0;
-    size_t size = round_up((usable_pages + header_pages(usable_pages)) << LG_PAGE, SEG_UNIT);
-    while ((size >> LG_PAGE) - header_pages(size >> LG_PAGE) < usable_pages)
+    size_t size = round_up((usable_pages + header_pages()) << LG_PAGE, SEG_UNIT);
+    while ((size >> LG_PAGE) - header_pages() < usable_pages)
         size += SEG_UNIT;
     return size;
 }
@@ -205,7 +203,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     seg->base = (uintptr_t)seg;
     seg->size = size;
     seg->npages = size >> LG_PAGE;
-    seg->first_page = header_pages(seg->npages);
+    seg->first_page = header_pages();
     seg->arena = ph->arena;
     size_t npages = seg->npages - seg->first_page;
     span_t *run = span_new(ph, seg, seg->base + (seg->first_page << LG_PAGE), npages);
@@ -246,8 +244,8 @@ static bool segment_release_if_idle(page_heap_t *ph, segment_t *seg)
         span_t *r = radix_span(seg->base + (i << LG_PAGE));
         i += r->npages;
         run_unfile(ph, r);
-        map_page(seg, r->start, NULL);
-        map_page(seg, span_end(r) - PAGE, NULL);
+        map_page(r->start, NULL);
+        map_page(span_end(r) - PAGE, NULL);
         pool_put(&ph->spans, r);
     }
     segment_unlink(ph, seg);
@@ -289,8 +287,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
     span_t *left = free_neighbour(r, r->start - PAGE);
     if (left != NULL) {
         run_unfile(ph, left);
-        map_page(r->seg, r->start - PAGE, NULL);
-        map_page(r->seg, r->start, NULL);
+        map_page(r->start - PAGE, NULL);
+        map_page(r->start, NULL);
         r->freed_at_ns = blend_time(r, left);
         r->start = left->start;
         r->npages += left->npages;
@@ -299,8 +297,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r)
     span_t *right = free_neighbour(r, span_end(r));
     if (right != NULL) {
         run_unfile(ph, right);
-        map_page(r->seg, span_end(r) - PAGE, NULL);
-        map_page(r->seg, right->start, NULL);
+        map_page(span_end(r) - PAGE, NULL);
+        map_page(right->start, NULL);
         r->freed_at_ns = blend_time(r, right);
         r->npages += right->npages;
         pool_put(&ph->spans, right);
@@ -410,8 +408,8 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
         return false;
     run_unfile(ph, next);
     if (s->npages > 1)
-        map_page(seg, end - PAGE, NULL);
-    map_page(seg, end, NULL);
+        map_page(end - PAGE, NULL);
+    map_page(end, NULL);
     if (next->npages > extra) {
         next->start += extra << LG_PAGE;
         next->npages -= extra;
@@ -437,7 +435,7 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     if (t == NULL)
         return NULL;
     if (s->npages > 1)
-        map_page(s->seg, span_end(s) - PAGE, NULL);
+        map_page(span_end(s) - PAGE, NULL);
     s->npages = npages;
     s->usable -= cut << LG_PAGE;
     map_ends(s);
@@ -459,8 +457,8 @@ void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
             i += s->npages;
             if (s->kind == SPAN_SLAB)
                 ph_unmap_inner_pages(s);
-            map_page(seg, s->start, NULL);
-            map_page(seg, span_end(s) - PAGE, NULL);
+            map_page(s->start, NULL);
+            map_page(span_end(s) - PAGE, NULL);
             if (s->kind == SPAN_FREE)
                 run_unfile(ph, s);
             else
@@ -686,9 +684,8 @@ static bool check_fail(const char *rule)
     return false;
 }
 
-static bool check_span_mapping(const segment_t *seg, const span_t *s)
+static bool check_span_mapping(const span_t *s)
 {
-    (void)seg;
     for (size_t i = 0; i < s->npages; i++) {
         uintptr_t e = radix_entry(s->start + (i << LG_PAGE));
         bool end_page = i == 0 || i + 1 == s->npages;
@@ -708,7 +705,7 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
         const span_t *s = radix_span(seg->base + (i << LG_PAGE));
         if (s == NULL || s->start != seg->base + (i << LG_PAGE) || s->seg != seg || s->npages == 0)
             return check_fail("spans do not tile the segment");
-        if (!check_span_mapping(seg, s))
+        if (!check_span_mapping(s))
             return false;
         if (s->kind == SPAN_FREE) {
             free_pages += s->npages;

@@ -9,7 +9,6 @@
 #ifndef DPM_STATS_H
 #define DPM_STATS_H
 
-#include "mutex.h"
 #include "tcache.h"
 
 /* Special (phased, typed) bins listed one per row; any more are only

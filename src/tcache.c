@@ -91,7 +91,6 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stashes[k] = (phased_stash_t){0};
     tc->arena = arena;
     tc->events = tc->gc_next = 0;
-    tc->enabled = true;
     tcache_large_init(&tc->large);
 }
 
@@ -286,7 +285,6 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
     tc_bin_set_head(b, top - keep);
     b->low_lo = low16(b->head);
     tc->stats[c].nflushes++;
-    tc->stats[c].nflushed_objs += n;
 }
 
 void tcache_free_full(tcache_t *tc, unsigned c, void *p)
@@ -397,7 +395,6 @@ void thread_tcache_enable(bool on)
     if (!on) {
         if (tls_state == THREAD_CACHED) {
             tcache_flush_all(tc);
-            tc->enabled = false;
             tls_tcache = &tcache_empty;
         }
         if (tls_state != THREAD_EXITING)
@@ -405,7 +402,6 @@ void thread_tcache_enable(bool on)
         return;
     }
     if (tls_state == THREAD_NOCACHE && tc != NULL) {
-        tc->enabled = true;
         tls_tcache = tc;
         tls_state = THREAD_CACHED;
     } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {

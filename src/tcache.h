@@ -68,7 +68,7 @@ typedef struct slow_samples {
 } slow_samples_t;
 
 typedef struct tc_bin_stats {
-    uint64_t nmisses, nfills, nflushes, nflushed_objs;
+    uint64_t nmisses, nfills, nflushes;
     uint32_t cap;                /* slots below top that belong to the bin */
 } tc_bin_stats_t;
 
@@ -122,7 +122,6 @@ typedef struct tcache {
     list_node_t link;           /* on the live or the exited caches */
     uint32_t events;
     uint32_t gc_next;
-    bool enabled;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
     slow_samples_t samples;
     large_cache_t large;
@@ -271,8 +270,6 @@ size_t tcache_large_bytes(const tcache_t *tc);
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
 /* thread.tcache.ncached_max.write for large classes (flushes first). */
 void tcache_large_set_slots(tcache_t *tc, unsigned n);
-/* Bytes reserved by all threads' large caches (<= tcache_large_bytes_total). */
-size_t tcache_large_bytes_reserved(void);
 /* tcache_large_flush on every live thread's cache; returns the bytes. */
 size_t tcaches_reclaim_large(bool idle_only, const arena_t *only);
 /* Empties every bin of tc back to the arenas. */

@@ -210,5 +210,3 @@ void tcache_large_set_slots(tcache_t *tc, unsigned n)
 }
 
 size_t tcache_large_bytes(const tcache_t *tc) { return __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED); }
-
-size_t tcache_large_bytes_reserved(void) { return __atomic_load_n(&large_reserved, __ATOMIC_RELAXED); }

@@ -38,7 +38,6 @@
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 DPM_INLINE size_t round_up(size_t x, size_t pow2) { return (x + pow2 - 1) & ~(pow2 - 1); }
-DPM_INLINE size_t round_down(size_t x, size_t pow2) { return x & ~(pow2 - 1); }
 DPM_INLINE bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 DPM_INLINE unsigned lg_floor(size_t x) { return 63u - (unsigned)__builtin_clzll(x); }
 DPM_INLINE unsigned lg_ceil(size_t x) { return x <= 1 ? 0 : lg_floor(x - 1) + 1; }
