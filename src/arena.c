@@ -1,6 +1,7 @@
 /*
  * arena.c - arenas (see arena.h): creation and round-robin choice, phased
- * bins, large blocks, and the decay clock.
+ * bins, slabs for bin fills and from bin flushes, large blocks, and the
+ * decay clock.
  */
 #include "arena.h"
 #include "conf.h"

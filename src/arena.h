@@ -4,7 +4,10 @@
  * arenas round-robin (narenas, default 4 per CPU) so that threads rarely
  * share locks.
  *
- * Owns: the arena table, large blocks, decay ticks. May call: bin, pages.
+ * Owns: the arena table, large blocks, decay ticks, and the slabs' trips
+ * between page heap and bins (bin fills and flushes). May call: bin,
+ * pages, conf (options), types (counters). Knows nothing of thread
+ * caches: the tags its bins put on their blocks are told at init.
  */
 #ifndef DPM_ARENA_H
 #define DPM_ARENA_H

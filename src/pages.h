@@ -19,7 +19,8 @@
  *
  * Every other call here is made with the arena lock held.
  * Owns: segments, span descriptors, run indexes, decay lists.
- * May call: os, radix, base, runs.
+ * May call: os, radix, base, runs (never conf or types: options come in
+ * page_options_t, and a reset's typed blocks go to the caller's callback).
  */
 #ifndef DPM_PAGES_H
 #define DPM_PAGES_H

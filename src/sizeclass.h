@@ -3,7 +3,8 @@
  * then 4 classes per doubling (jemalloc's geometry), for every size up to
  * 2^46. Owns: size -> class, class -> size, slab shape per small class and
  * the divisibility constants that turn "is p an object start?" into a
- * multiply and a compare. Touches nothing else.
+ * multiply and a compare, and the large-class rounding limit. Touches
+ * nothing else (the thread cache builds its own size -> bin table).
  */
 #ifndef DPM_SIZECLASS_H
 #define DPM_SIZECLASS_H

@@ -12,7 +12,8 @@
  * their pages; large blocks and free runs map their first and last page
  * only; every other entry is NULL.
  *
- * Owns: the layouts and the pointer -> span lookup. Touches: radix.
+ * Owns: the layouts and the pointer -> span lookup. Touches: radix, and
+ * list.h for the links.
  */
 #ifndef DPM_SPAN_H
 #define DPM_SPAN_H

@@ -1,5 +1,7 @@
 /*
- * tcache.c - slow halves of the thread cache (see tcache.h).
+ * tcache.c - slow halves of the thread cache (see tcache.h), the size ->
+ * bin-offset table, the tags the arenas give cached classes, and the
+ * counters of exited threads' caches.
  */
 #include "tcache.h"
 #include "conf.h"

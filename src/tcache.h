@@ -10,8 +10,10 @@
  * gives back 3/4 of the blocks it did not need since its last trim.
  *
  * The fast paths are inline in alloc.h; this room owns the slow halves,
- * creation at a thread's first allocation, binding to arenas, tuning, and
- * teardown at thread exit. May call: arena, bin.
+ * creation at a thread's first allocation, binding to arenas, tuning,
+ * teardown at thread exit, the fast path's size -> bin table, and what
+ * the page-map tags of cached blocks mean (TC_MANUAL_BASE). May call:
+ * arena, bin.
  */
 #ifndef DPM_TCACHE_H
 #define DPM_TCACHE_H

@@ -28,7 +28,7 @@
 
 #define CACHELINE 64
 /* Per-thread and per-arena structures carry this so that no two cores ever
- * write the same line (seed 001: packed per-core counters cost 3.7x IPC). */
+ * write the same line (false sharing; see docs/design.md, "Layers"). */
 #define CACHE_ALIGNED __attribute__((aligned(CACHELINE)))
 
 #define LG_PAGE 12
