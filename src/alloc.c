@@ -54,7 +54,7 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     if (a == NULL)
         return fail_nomem();
     if (c < NSMALL) {
-        if (bin_fill(&a->bins[c], &p, 1) == 0)
+        if (arena_bin_fill(&a->bins[c], &p, 1) == 0)
             return fail_nomem();
         tc_block_handed_out(p);   /* it may have gone home from a cache with the key */
         /* opt.zero zeroes the whole block: realloc may grow into it */
@@ -137,7 +137,7 @@ static void free_home(void *p, span_t *s)
     if (unlikely(opt.junk))
         memset(p, JUNK_FREE, span_usable(s));
     if (s->kind == SPAN_SLAB)
-        bin_flush(&p, 1);
+        arena_bin_flush(&p, 1);
     else
         arena_free_large(s);
 }
@@ -383,7 +383,7 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
         return NULL;
     if (tls_state == THREAD_CACHED)
         p = tcache_phased_alloc(tls_tcache, bin);
-    else if (bin_fill(bin, &p, 1) == 0)
+    else if (arena_bin_fill(bin, &p, 1) == 0)
         p = NULL;
     if (p == NULL)
         return NULL;
@@ -442,7 +442,7 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
         unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
         bin_t *bin = c >= NSMALL ? NULL : typed ? arena_special_bin(a, c, 0, true) : &a->bins[c];
         void *p;
-        if (bin != NULL && bin_fill(bin, &p, 1) == 1) {
+        if (bin != NULL && arena_bin_fill(bin, &p, 1) == 1) {
             tc_block_handed_out(p);   /* it may have gone home from a cache with the key */
             span_t *s = span_of(p);
             if (s->type_ids != NULL) {

@@ -3,15 +3,17 @@
  * and the libc overrides (override.c): inline fast paths and the slow
  * paths behind them.
  *
- * malloc fast path (18 instructions with gcc 12, ret included): size ->
- * bin offset by table, pop the thread-cache bin's hot block. free fast
- * path (37): the page-map entry through the thread's cached leaf, whose
+ * malloc fast path: size -> bin offset by one table load (tcache.h), pop
+ * the thread-cache bin's hot block. free fast path: the page-map entry
+ * through the thread's cached leaf, whose
  * tag names the bin; the span's divisibility test (interior and foreign
  * pointers), slab bit and last-pushed test (double frees); push. The only
  * dependent loads from p to the next malloc's result are the entry and
  * the store-forwarded hot block (see free_fast and tc_bin_t).
  * Everything else (misses, overflows, large blocks, misuse) is one call
- * away in alloc.c. May call: tcache, arena, bin.
+ * away in alloc.c. Their instruction counts, measured with
+ * tools/pair_cost.sh, are in docs/design.md ("Fast paths"): check them
+ * there after any change here. May call: tcache, arena, bin.
  */
 #ifndef DPM_ALLOC_H
 #define DPM_ALLOC_H
@@ -39,8 +41,8 @@ void free_sized_impl(void *p, size_t size, const char *call);
 DPM_INLINE void *alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin in tcache_t.bins */
-    if (likely(size <= SC_BYTE_LOOKUP_MAX))
-        off = sc_lookup_byte[size];
+    if (likely(size <= TC_LOOKUP_MAX))
+        off = tc_bin_offset_of_size[size];
     else if (size <= SC_LOOKUP_MAX)
         off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
     else if (size <= SMALL_MAX)

@@ -1,11 +1,11 @@
 /*
  * arena.c - arenas (see arena.h): creation and round-robin choice, phased
- * bins, large blocks, and the decay clock.
+ * bins, slabs for bin fills and from bin flushes, large blocks, and the
+ * decay clock.
  */
 #include "arena.h"
 #include "conf.h"
 #include "error.h"
-#include "global.h"
 #include "os.h"
 #include "types.h"
 
@@ -18,12 +18,18 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 static unsigned next_arena;
 
-uint8_t arena_cache_class(const arena_t *a, unsigned c)
+/* bin_tags[manual][c]; only meaningful once bin_tags_set. */
+static uint8_t bin_tags[2][NSMALL];
+static bool bin_tags_set;
+
+void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL])
 {
-    if (c >= g.tcache_nclasses)
-        return TC_NONE;
-    return (uint8_t)(a->manual ? c + TC_MANUAL_BASE : c);
+    memcpy(bin_tags[0], automatic, NSMALL);
+    memcpy(bin_tags[1], manual, NSMALL);
+    bin_tags_set = true;
 }
+
+static uint8_t bin_tag(const arena_t *a, unsigned c) { return bin_tags_set ? bin_tags[a->manual][c] : TC_NONE; }
 
 static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE); }
 
@@ -56,7 +62,7 @@ static void arena_fresh_state(arena_t *a, const char *name, bool reused)
     a->muzzy_decay_ms = opt.muzzy_decay_ms;
     a->clock_ns = a->last_decay_ns = os_now_ns();
     for (unsigned c = 0; c < NSMALL; c++)
-        bin_init(&a->bins[c], a, c, 0, arena_cache_class(a, c), false);
+        bin_init(&a->bins[c], a, c, 0, bin_tag(a, c), false);
 }
 
 static arena_t *arena_create(unsigned index, bool manual, const char *name)
@@ -70,6 +76,7 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name)
     a->manual = manual;
     a->destroyed = false;
     a->nthreads = 0;
+    a->incarnation = 0;
     arena_fresh_state(a, name, false);
     return a;
 }
@@ -81,6 +88,7 @@ static void arena_reuse(arena_t *a, const char *name)
 {
     mutex_lock(&a->purge_lock);   /* a purge that found the old arena is done */
     mutex_lock(&a->lock);
+    a->incarnation++;
     arena_fresh_state(a, name, true);
     a->lock.n_acquired = a->lock.n_contended = a->lock.wait_ns_total = a->lock.wait_ns_max = 0;
     mutex_unlock(&a->lock);
@@ -223,6 +231,82 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
         bin_t *bin = __atomic_load_n(&t->slots[i].bin, __ATOMIC_ACQUIRE);
         if (bin != NULL)
             fn(bin, arg);
+    }
+}
+
+/* ---- slabs: bin fills and flushes -------------------------------------- */
+
+/* A new slab for bin from a's page heap, formatted and mapped, or NULL
+ * when out of memory. Bin lock held; takes the arena lock (bin -> arena). */
+static span_t *slab_make(arena_t *a, const bin_t *bin)
+{
+    page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
+    bool zeroed;
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    span_t *s = ph_alloc(&a->ph, &req, &zeroed);
+    if (s == NULL) {
+        mutex_unlock_elidable(&a->lock, held);
+        arenas_release_free_memory();
+        held = mutex_lock_elidable(&a->lock);
+        s = ph_alloc(&a->ph, &req, &zeroed);
+    }
+    if (s != NULL && bin->typed) {
+        s->type_ids = pool_get(&a->ph.type_arrays);
+        if (s->type_ids != NULL)
+            memset(s->type_ids, 0, SLAB_MAX_OBJS * sizeof(uint16_t));
+        if (s->type_ids == NULL) {
+            ph_free(&a->ph, s, a->clock_ns);
+            s = NULL;
+        }
+    }
+    if (s != NULL) {
+        bin_format_slab(bin, s);
+        ph_map_all_pages(s);
+        arena_tick(a);
+    }
+    mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
+    return s;
+}
+
+/* Takes back a slab that a flush emptied. Its bin's lock held. */
+static void slab_release(arena_t *a, span_t *s)
+{
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    ph_unmap_inner_pages(s);
+    arena_clock_refresh(a);
+    ph_free(&a->ph, s, a->clock_ns);
+    arena_after_free(a);
+    mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
+}
+
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
+{
+    lock_elided_t held = mutex_lock_elidable(&bin->lock);
+    unsigned n = bin_take(bin, out, want);
+    while (n < want) {
+        span_t *s = slab_make(bin->arena, bin);
+        if (s == NULL)
+            break;
+        bin_add_slab(bin, s);
+        n += bin_take(bin, out + n, want - n);
+    }
+    bin_count_fill(bin, n);
+    mutex_unlock_elidable(&bin->lock, held);
+    return n;
+}
+
+void arena_bin_flush(void **objs, unsigned n)
+{
+    while (n > 0) {
+        bin_t *bin = bin_of_flushed(objs[0]);
+        list_t emptied = {0};
+        lock_elided_t held = mutex_lock_elidable(&bin->lock);
+        n = bin_flush_locked(bin, held, objs, n, &emptied);
+        for (list_node_t *s; (s = list_pop_front(&emptied)) != NULL;)
+            slab_release(bin->arena, list_item(s, span_t, link));
+        mutex_unlock_elidable(&bin->lock, held);
     }
 }
 

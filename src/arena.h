@@ -4,7 +4,10 @@
  * arenas round-robin (narenas, default 4 per CPU) so that threads rarely
  * share locks.
  *
- * Owns: the arena table, large blocks, decay ticks. May call: bin, pages.
+ * Owns: the arena table, large blocks, decay ticks, and the slabs' trips
+ * between page heap and bins (bin fills and flushes). May call: bin,
+ * pages, conf (options), types (counters). Knows nothing of thread
+ * caches: the tags its bins put on their blocks are told at init.
  */
 #ifndef DPM_ARENA_H
 #define DPM_ARENA_H
@@ -14,14 +17,6 @@
 
 #define MAX_ARENAS 4096
 #define NLARGE_STATS (NCLASSES - NSMALL)
-#define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
-/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE, a
- * cache bin that never has slots: the free fast path finds it full and
- * leaves the block to the slow path, which caches it (in bin `class`) only
- * for a thread bound to the block's arena (see tcache.h). */
-#define TC_MANUAL_BASE 100
-_Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
-               "manual tags name bins that no class uses");
 #define ARENA_NAME_MAX 32
 
 /* Bins other than the plain one of their class: phased (objects laid at an
@@ -40,16 +35,6 @@ typedef struct special_table {
     uint32_t count;   /* bins in it (at most 3/4 of the slots) */
     special_slot_t slots[];
 } special_table_t;
-
-/* Thread-cache counters of threads that exited, kept per arena. */
-typedef struct tc_totals {
-    uint64_t nrequests, nmisses, nfills, nflushes;
-} tc_totals_t;
-
-/* Cycle samples of slow-path calls (stats: cycles per call, VPP style). */
-typedef struct slow_samples {
-    uint64_t alloc_n, alloc_cycles, free_n, free_cycles;
-} slow_samples_t;
 
 typedef struct large_stats {
     uint64_t nmalloc, nfree;
@@ -76,6 +61,10 @@ typedef struct arena {
      * purger that found the arena without arenas_lock may hold it while
      * the slot is destroyed and reused. */
     dpm_mutex_t purge_lock;
+    /* Raised each time a destroyed slot is reused (under arenas_lock), so
+     * that bookkeeping kept by index elsewhere can tell the arena's lives
+     * apart. */
+    uint32_t incarnation;
     /* ---- everything below starts over when a slot is reused ---- */
     page_heap_t ph;
     char name[ARENA_NAME_MAX];
@@ -84,11 +73,8 @@ typedef struct arena {
     uint64_t last_decay_ns;
     uint32_t ticks;
     int64_t dirty_decay_ms, muzzy_decay_ms;
-    uint64_t npurge_calls;
     bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */
     large_stats_t large[NLARGE_STATS];
-    tc_totals_t tc_exited[TC_MAX_CLASSES];
-    slow_samples_t samples_exited;
     dpm_mutex_t special_lock;      /* creation of special bins */
     special_table_t *special;      /* NULL until the first special bin */
     bin_t bins[NSMALL];
@@ -98,8 +84,11 @@ extern arena_t *arenas[MAX_ARENAS];
 extern unsigned narenas_total;   /* arenas created so far */
 extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
 
-/* tcache_class for blocks of class c of arena a (TC_NONE: never cached). */
-uint8_t arena_cache_class(const arena_t *a, unsigned c);
+/* The tcache_class (page-map tag, span.h) that the blocks of each small
+ * class carry in automatic and in manual arenas, told once at init by the
+ * room above (the thread cache, which alone knows what the tags mean);
+ * TC_NONE for every class until then. Bins made afterwards use them. */
+void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL]);
 /* The arena with this index, created on first use; NULL on OOM. */
 arena_t *arena_get(unsigned index);
 /* The next arena in round-robin order. */
@@ -136,6 +125,15 @@ typedef struct large_request {
     bool zero;
     uint16_t type_id;  /* type tag, 0 for none */
 } large_request_t;
+
+/* Up to want objects of bin (a bin of some arena) into out, with new
+ * slabs from the arena's page heap as needed; returns how many (0: out of
+ * memory). Takes the bin lock, then the arena lock for a new slab. */
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want);
+/* Returns n validated small objects (any bins, any arenas) to their slabs,
+ * one bin lock at a time; slabs left empty go back to their arena's page
+ * heap. Reorders objs. Aborts on a double free. */
+void arena_bin_flush(void **objs, unsigned n);
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req);
 void arena_free_large(span_t *s);

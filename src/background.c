@@ -4,7 +4,6 @@
  * decay curve of each arena, and sleeps again.
  */
 #include "background.h"
-#include "arena.h"
 #include "conf.h"
 #include "tcache.h"
 

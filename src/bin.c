@@ -3,12 +3,11 @@
  * in its span descriptor, so the slab's own pages are never written by the
  * allocator: a fresh slab costs no page faults until the program touches
  * its objects, and a double free is caught when its bit is already set.
+ * The pages of a slab come from, and go back to, the arena (arena.c):
+ * nothing here allocates or frees pages or takes an arena lock.
  */
 #include "bin.h"
-#include "arena.h"
 #include "error.h"
-#include "os.h"
-#include "pages.h"
 #include "types.h"
 
 #include <string.h>
@@ -41,23 +40,13 @@ void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t pha
 
 static void nonfull_push(bin_t *bin, span_t *s)
 {
-    s->prev = NULL;
-    s->next = bin->nonfull;
-    if (bin->nonfull != NULL)
-        bin->nonfull->prev = s;
-    bin->nonfull = s;
+    list_push_front(&bin->nonfull, &s->link);
     s->on_list = 1;
 }
 
 static void nonfull_remove(bin_t *bin, span_t *s)
 {
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        bin->nonfull = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
-    s->next = s->prev = NULL;
+    list_remove(&bin->nonfull, &s->link);
     s->on_list = 0;
 }
 
@@ -72,67 +61,38 @@ static void slab_init_bits(span_t *s, uint32_t nobjs)
         s->free_bits[nobjs / 64] = ((uint64_t)1 << (nobjs % 64)) - 1;
 }
 
-static span_t *slab_create(bin_t *bin)
+void bin_format_slab(const bin_t *bin, span_t *s)
 {
-    arena_t *a = bin->arena;
-    page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
-    bool zeroed;
-    lock_elided_t held = mutex_lock_elidable(&a->lock);
-    span_t *s = ph_alloc(&a->ph, &req, &zeroed);
-    if (s == NULL) {
-        mutex_unlock_elidable(&a->lock, held);
-        arenas_release_free_memory();
-        held = mutex_lock_elidable(&a->lock);
-        s = ph_alloc(&a->ph, &req, &zeroed);
-    }
-    if (s != NULL && bin->typed) {
-        s->type_ids = pool_get(&a->ph.type_arrays);
-        if (s->type_ids != NULL)
-            memset(s->type_ids, 0, SLAB_MAX_OBJS * sizeof(uint16_t));
-        if (s->type_ids == NULL) {
-            ph_free(&a->ph, s, a->clock_ns);
-            s = NULL;
-        }
-    }
-    if (s != NULL) {
-        const sc_info_t *sc = &sc_table[bin->size_class];
-        s->kind = SPAN_SLAB;
-        s->bin = bin;
-        s->objsize = bin->objsize;
-        s->base = s->start + bin->phase;
-        s->div_inv = sc->div_inv;
-        s->div_shift = sc->div_shift;
-        s->last_index = bin->slab_objs - 1;
-        s->tcache_class = bin->tcache_class;
-        s->nfree = bin->slab_objs;
-        s->on_list = 0;
-        slab_init_bits(s, bin->slab_objs);
-        ph_map_all_pages(s);
-        arena_tick(a);
-    }
-    mutex_unlock_elidable(&a->lock, held);
-    arena_purge_if_due(a);
-    if (s != NULL) {
-        bin->stats.nslabs_made++;
-        bin->stats.curslabs++;
-    }
-    return s;
+    const sc_info_t *sc = &sc_table[bin->size_class];
+    s->kind = SPAN_SLAB;
+    s->bin = (bin_t *)bin;
+    s->objsize = bin->objsize;
+    s->base = s->start + bin->phase;
+    s->div_inv = sc->div_inv;
+    s->div_shift = sc->div_shift;
+    s->last_index = bin->slab_objs - 1;
+    s->tcache_class = bin->tcache_class;
+    s->nfree = bin->slab_objs;
+    s->on_list = 0;
+    slab_init_bits(s, bin->slab_objs);
 }
 
-static void slab_release(bin_t *bin, span_t *s)
+void bin_add_slab(bin_t *bin, span_t *s)
 {
-    arena_t *a = bin->arena;
+    bin->stats.nslabs_made++;
+    bin->stats.curslabs++;
+    bin->current = s;
+}
+
+/* Slab s holds no object any more: off the bin's books, and onto the
+ * caller's list of slabs for the arena to take back. */
+static void slab_detach(bin_t *bin, span_t *s, list_t *emptied)
+{
     if (s->on_list)
         nonfull_remove(bin, s);
     bin->stats.nslabs_freed++;
     bin->stats.curslabs--;
-    lock_elided_t held = mutex_lock_elidable(&a->lock);
-    ph_unmap_inner_pages(s);
-    arena_clock_refresh(a);
-    ph_free(&a->ph, s, a->clock_ns);
-    arena_after_free(a);
-    mutex_unlock_elidable(&a->lock, held);
-    arena_purge_if_due(a);
+    list_push_front(emptied, &s->link);
 }
 
 static unsigned slab_take(span_t *s, void **out, unsigned want)
@@ -181,9 +141,9 @@ static unsigned slab_mark_run(bin_t *bin, lock_elided_t held, span_t *s, void **
 }
 
 /* n objects of slab s were just marked free: counts them, files a slab
- * that had none on the nonfull list, and sends a slab that has all of them
- * back to the page heap. */
-static void slab_settle(bin_t *bin, span_t *s, uint32_t n)
+ * that had none on the nonfull list, and detaches a slab that has all of
+ * them into *emptied. */
+static void slab_settle(bin_t *bin, span_t *s, uint32_t n, list_t *emptied)
 {
     uint32_t was = s->nfree;
     s->nfree = was + n;
@@ -192,51 +152,37 @@ static void slab_settle(bin_t *bin, span_t *s, uint32_t n)
          * offset in use): an idle one must not pin a slab. */
         if (bin->phase != 0 && s->nfree == bin->slab_objs) {
             bin->current = NULL;
-            slab_release(bin, s);
+            slab_detach(bin, s, emptied);
         }
         return;
     }
     if (was == 0)
         nonfull_push(bin, s);
     if (s->nfree == bin->slab_objs)
-        slab_release(bin, s);
+        slab_detach(bin, s, emptied);
 }
 
 /* ---- bins -------------------------------------------------------------- */
 
-static span_t *next_slab(bin_t *bin)
-{
-    span_t *s = bin->nonfull;
-    if (s != NULL) {
-        nonfull_remove(bin, s);
-        return s;
-    }
-    return slab_create(bin);
-}
-
-unsigned bin_fill(bin_t *bin, void **out, unsigned want)
+unsigned bin_take(bin_t *bin, void **out, unsigned want)
 {
     unsigned n = 0;
-    lock_elided_t held = mutex_lock_elidable(&bin->lock);
     while (n < want) {
         span_t *s = bin->current;
         if (s == NULL || s->nfree == 0) {
-            s = next_slab(bin);
+            s = list_item(list_first(&bin->nonfull), span_t, link);
             if (s == NULL)
                 break;
+            nonfull_remove(bin, s);
             bin->current = s;
         }
         n += slab_take(s, out + n, want - n);
     }
-    bin->stats.nmalloc += n;
-    bin->stats.nfills++;
-    mutex_unlock_elidable(&bin->lock, held);
     return n;
 }
 
-
 /* The slab of a block that a free already validated (every caller of
- * bin_flush did: the free paths check before a block enters a cache). */
+ * the flush did: the free paths check before a block enters a cache). */
 static span_t *flushed_slab_of(void *p)
 {
     span_t *s = span_of(p);
@@ -245,39 +191,36 @@ static span_t *flushed_slab_of(void *p)
     return s;
 }
 
+bin_t *bin_of_flushed(void *p) { return flushed_slab_of(p)->bin; }
+
 /* Flushes come in runs of one slab (a cache pushes blocks in the order it
  * got or freed them), so each run is marked block by block and settled
  * once: one count update and list check per run. A slab of the locked bin
- * cannot change under us until slab_settle may release it. */
-void bin_flush(void **objs, unsigned n)
+ * cannot change under us until slab_settle may detach it. */
+unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, list_t *emptied)
 {
-    while (n > 0) {
-        bin_t *bin = flushed_slab_of(objs[0])->bin;
-        unsigned left = 0;
-        lock_elided_t held = mutex_lock_elidable(&bin->lock);
-        for (unsigned i = 0; i < n;) {
-            span_t *s = flushed_slab_of(objs[i]);
-            if (s->bin != bin) {
-                /* objs may be a thread cache's slots, which other threads
-                 * read racily (tcache.h): a relaxed store, a plain move */
-                __atomic_store_n(&objs[left++], objs[i++], __ATOMIC_RELAXED);
-                continue;
-            }
-            unsigned end = slab_mark_run(bin, held, s, objs, i, n);
-            slab_settle(bin, s, end - i);
-            i = end;
+    unsigned left = 0;
+    for (unsigned i = 0; i < n;) {
+        span_t *s = flushed_slab_of(objs[i]);
+        if (s->bin != bin) {
+            /* objs may be a thread cache's slots, which other threads
+             * read racily (tcache.h): a relaxed store, a plain move */
+            __atomic_store_n(&objs[left++], objs[i++], __ATOMIC_RELAXED);
+            continue;
         }
-        bin->stats.nfree += n - left;
-        bin->stats.nflushes++;
-        mutex_unlock_elidable(&bin->lock, held);
-        n = left;
+        unsigned end = slab_mark_run(bin, held, s, objs, i, n);
+        slab_settle(bin, s, end - i, emptied);
+        i = end;
     }
+    bin->stats.nfree += n - left;
+    bin->stats.nflushes++;
+    return left;
 }
 
 void bin_forget_all(bin_t *bin)
 {
     bin->current = NULL;
-    bin->nonfull = NULL;
+    bin->nonfull = (list_t){0};
     bin->stats.nfree = bin->stats.nmalloc;
     bin->stats.nslabs_freed += bin->stats.curslabs;
     bin->stats.curslabs = 0;
@@ -308,7 +251,11 @@ bool bin_check(bin_t *bin)
 {
     mutex_lock(&bin->lock);
     bool ok = true;
-    for (span_t *s = bin->nonfull; s != NULL && ok; s = s->next) {
+    if (list_check(&bin->nonfull) < 0)
+        ok = bin_fail("broken nonfull list link");
+    list_for_each(span_t, s, &bin->nonfull, link) {
+        if (!ok)
+            break;
         if (s->kind != SPAN_SLAB || s->bin != bin || !s->on_list)
             ok = bin_fail("foreign span on nonfull list");
         else if (s->nfree == 0 || s->nfree >= bin->slab_objs)

@@ -7,7 +7,9 @@
  * align-at-offset request with no per-object pad (the VPP case, seed 002).
  *
  * Owns: slab bitmaps, nonfull slab lists, bin statistics.
- * May call: pages (under the arena lock, taken bin -> arena).
+ * May call: the page map (span_of), error, types. The arena (arena.c)
+ * drives fills and flushes: it hands a bin new slabs and takes back the
+ * slabs that a flush emptied; a bin never allocates or frees pages.
  */
 #ifndef DPM_BIN_H
 #define DPM_BIN_H
@@ -27,7 +29,7 @@ typedef struct bin {
     dpm_mutex_t lock;
     struct arena *arena;
     span_t *current;         /* slab being carved */
-    span_t *nonfull;         /* other slabs with free objects */
+    list_t nonfull;          /* of span_t by link: other slabs with free objects */
     uint32_t objsize;
     uint32_t phase;          /* bytes before the first object of a slab */
     uint32_t slab_pages;
@@ -39,11 +41,30 @@ typedef struct bin {
 } CACHE_ALIGNED bin_t;
 
 void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class, bool typed);
-/* Up to want objects into out; returns how many (0: out of memory). */
-unsigned bin_fill(bin_t *bin, void **out, unsigned want);
-/* Returns n validated small objects (any bins, any arenas) to their slabs.
- * Reorders objs. Aborts on a double free. */
-void bin_flush(void **objs, unsigned n);
+/* Up to want objects of the bin's slabs into out; returns how many (fewer
+ * when the bin needs a new slab). Bin lock held. */
+unsigned bin_take(bin_t *bin, void **out, unsigned want);
+/* A fill handed out n objects (statistics). Bin lock held. */
+DPM_INLINE void bin_count_fill(bin_t *bin, unsigned n)
+{
+    bin->stats.nmalloc += n;
+    bin->stats.nfills++;
+}
+/* Lays bin's objects out in s, a run of bin->slab_pages pages not yet in
+ * the page map (and, for a typed bin, with its type_ids array): every
+ * object free, s tagged with the bin's tcache_class. Touches only s. */
+void bin_format_slab(const bin_t *bin, span_t *s);
+/* Makes formatted slab s, mapped, the bin's current one. Bin lock held. */
+void bin_add_slab(bin_t *bin, span_t *s);
+/* The bin of a small block that a free validated; aborts if p is no
+ * longer in a slab. */
+bin_t *bin_of_flushed(void *p);
+/* Marks the blocks among objs[0..n) that belong to bin free in their
+ * slabs (with bin's lock held as `held`) and moves the others, in order,
+ * to the front of objs; returns how many others. Slabs left with no
+ * object are detached onto *emptied (of span_t by link) for the arena to
+ * take back. Aborts on a double free. */
+unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, list_t *emptied);
 /* Empties the bin's lists after its arena's pages were all released
  * (arena reset); counts the dropped objects as freed. Bin lock held. */
 void bin_forget_all(bin_t *bin);

@@ -9,9 +9,6 @@
 #include "util.h"
 #include <pthread.h>
 
-/* Large blocks up to this size are rounded to their size class (so that
- * thread caches and in-place reuse find equal sizes); above it to pages. */
-#define LARGE_ROUND_MAX ((size_t)4 << 20)
 /* Largest request served at all; above it malloc fails with ENOMEM. */
 #define ALLOC_MAX ((size_t)1 << 46)
 

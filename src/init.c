@@ -15,11 +15,9 @@
 #include "conf.h"
 #include "error.h"
 #include "global.h"
-#include "mutex.h"
 #include "os.h"
 #include "background.h"
 #include "stats.h"
-#include "tcache.h"
 #include "types.h"
 
 #include <stdlib.h>
@@ -130,6 +128,8 @@ static bool init_locked(void)
         opt.tcache && !opt.junk && !opt.zero && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
     if (opt.secure)
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
+    tcache_fill_lookup();
+    tcache_init_bin_tags();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

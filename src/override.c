@@ -6,7 +6,6 @@
  * Semantics follow glibc's documentation, including its edge cases.
  */
 #include "alloc.h"
-#include "arena.h"
 #include "os.h"
 
 #include <dpmalloc.h>

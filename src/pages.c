@@ -28,23 +28,22 @@ void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options
 
 /* ---- page map ---------------------------------------------------------- */
 
-static void map_page(segment_t *seg, uintptr_t addr, span_t *s)
+static void map_page(uintptr_t addr, span_t *s)
 {
-    (void)seg;
     dpm_assert(radix_covered(addr));
     radix_set(addr, span_entry(s));
 }
 
 static void map_ends(span_t *s)
 {
-    map_page(s->seg, s->start, s);
-    map_page(s->seg, span_end(s) - PAGE, s);
+    map_page(s->start, s);
+    map_page(span_end(s) - PAGE, s);
 }
 
 void ph_map_all_pages(span_t *s)
 {
     for (size_t i = 0; i < s->npages; i++)
-        map_page(s->seg, s->start + (i << LG_PAGE), s);
+        map_page(s->start + (i << LG_PAGE), s);
 }
 
 void ph_set_tcache_class(span_t *s, uint8_t tcache_class)
@@ -59,45 +58,10 @@ void ph_set_tcache_class(span_t *s, uint8_t tcache_class)
 void ph_unmap_inner_pages(span_t *s)
 {
     for (size_t i = 1; i + 1 < s->npages; i++)
-        map_page(s->seg, s->start + (i << LG_PAGE), NULL);
+        map_page(s->start + (i << LG_PAGE), NULL);
 }
 
 /* ---- lists ------------------------------------------------------------- */
-
-static void lru_append(span_list_t *l, span_t *s)
-{
-    s->lru_next = NULL;
-    s->lru_prev = l->tail;
-    if (l->tail != NULL)
-        l->tail->lru_next = s;
-    else
-        l->head = s;
-    l->tail = s;
-}
-
-static void lru_prepend(span_list_t *l, span_t *s)
-{
-    s->lru_prev = NULL;
-    s->lru_next = l->head;
-    if (l->head != NULL)
-        l->head->lru_prev = s;
-    else
-        l->tail = s;
-    l->head = s;
-}
-
-static void lru_unlink(span_list_t *l, span_t *s)
-{
-    if (s->lru_prev != NULL)
-        s->lru_prev->lru_next = s->lru_next;
-    else
-        l->head = s->lru_next;
-    if (s->lru_next != NULL)
-        s->lru_next->lru_prev = s->lru_prev;
-    else
-        l->tail = s->lru_prev;
-    s->lru_next = s->lru_prev = NULL;
-}
 
 static bool state_decays(unsigned state) { return state == RUN_DIRTY || state == RUN_MUZZY; }
 
@@ -107,7 +71,7 @@ static void run_file(page_heap_t *ph, span_t *r)
     dpm_assert(r->state < RUN_NSTATES);
     runs_insert(&ph->free_runs[r->state], r);
     if (state_decays(r->state))
-        lru_append(&ph->lru[r->state], r);
+        list_push_back(&ph->lru[r->state], &r->lru);
 }
 
 /* The same for a run split off an older one: it keeps its place at the
@@ -116,14 +80,14 @@ static void run_file_oldest(page_heap_t *ph, span_t *r)
 {
     runs_insert(&ph->free_runs[r->state], r);
     if (state_decays(r->state))
-        lru_prepend(&ph->lru[r->state], r);
+        list_push_front(&ph->lru[r->state], &r->lru);
 }
 
 static void run_unfile(page_heap_t *ph, span_t *r)
 {
     runs_remove(&ph->free_runs[r->state], r);
     if (state_decays(r->state))
-        lru_unlink(&ph->lru[r->state], r);
+        list_remove(&ph->lru[r->state], &r->lru);
 }
 
 /* Makes s a fresh descriptor of [start, start + npages pages) of kind with
@@ -156,9 +120,8 @@ static span_t *span_new(page_heap_t *ph, segment_t *seg, uintptr_t start, size_t
 
 /* ---- segments ---------------------------------------------------------- */
 
-static size_t header_pages(size_t npages)
+static size_t header_pages(void)
 {
-    (void)npages;
     return pages_of(sizeof(segment_t));
 }
 
@@ -168,19 +131,15 @@ static size_t segment_size_for(size_t usable_pages)
 {
     if (usable_pages > ((size_t)1 << (RADIX_LG_VA - LG_PAGE)))
         return 0;
-    size_t size = round_up((usable_pages + header_pages(usable_pages)) << LG_PAGE, SEG_UNIT);
-    while ((size >> LG_PAGE) - header_pages(size >> LG_PAGE) < usable_pages)
+    size_t size = round_up((usable_pages + header_pages()) << LG_PAGE, SEG_UNIT);
+    while ((size >> LG_PAGE) - header_pages() < usable_pages)
         size += SEG_UNIT;
     return size;
 }
 
 static void segment_link(page_heap_t *ph, segment_t *seg)
 {
-    seg->prev = NULL;
-    seg->next = ph->segments;
-    if (ph->segments != NULL)
-        ph->segments->prev = seg;
-    ph->segments = seg;
+    list_push_front(&ph->segments, &seg->link);
     ph->nsegments++;
     ph->mapped_bytes += seg->size;
     ph->nsegments_mapped++;
@@ -188,12 +147,7 @@ static void segment_link(page_heap_t *ph, segment_t *seg)
 
 static void segment_unlink(page_heap_t *ph, segment_t *seg)
 {
-    if (seg->prev != NULL)
-        seg->prev->next = seg->next;
-    else
-        ph->segments = seg->next;
-    if (seg->next != NULL)
-        seg->next->prev = seg->prev;
+    list_remove(&ph->segments, &seg->link);
     ph->nsegments--;
     ph->mapped_bytes -= seg->size;
     ph->nsegments_unmapped++;
@@ -249,7 +203,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     seg->base = (uintptr_t)seg;
     seg->size = size;
     seg->npages = size >> LG_PAGE;
-    seg->first_page = header_pages(seg->npages);
+    seg->first_page = header_pages();
     seg->arena = ph->arena;
     size_t npages = seg->npages - seg->first_page;
     span_t *run = span_new(ph, seg, seg->base + (seg->first_page << LG_PAGE), npages);
@@ -290,8 +244,8 @@ static bool segment_release_if_idle(page_heap_t *ph, segment_t *seg)
         span_t *r = radix_span(seg->base + (i << LG_PAGE));
         i += r->npages;
         run_unfile(ph, r);
-        map_page(seg, r->start, NULL);
-        map_page(seg, span_end(r) - PAGE, NULL);
+        map_page(r->start, NULL);
+        map_page(span_end(r) - PAGE, NULL);
         pool_put(&ph->spans, r);
     }
     segment_unlink(ph, seg);
@@ -349,8 +303,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r, bool fresh)
     span_t *left;
     while ((left = free_neighbour(r, r->start - PAGE, fresh)) != NULL) {
         run_unfile(ph, left);
-        map_page(r->seg, r->start - PAGE, NULL);
-        map_page(r->seg, r->start, NULL);
+        map_page(r->start - PAGE, NULL);
+        map_page(r->start, NULL);
         r->freed_at_ns = blend_time(r, left);
         r->start = left->start;
         r->npages += left->npages;
@@ -359,8 +313,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r, bool fresh)
     span_t *right;
     while ((right = free_neighbour(r, span_end(r), fresh)) != NULL) {
         run_unfile(ph, right);
-        map_page(r->seg, span_end(r) - PAGE, NULL);
-        map_page(r->seg, right->start, NULL);
+        map_page(span_end(r) - PAGE, NULL);
+        map_page(right->start, NULL);
         r->freed_at_ns = blend_time(r, right);
         r->npages += right->npages;
         pool_put(&ph->spans, right);
@@ -470,8 +424,8 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
         return false;
     run_unfile(ph, next);
     if (s->npages > 1)
-        map_page(seg, end - PAGE, NULL);
-    map_page(seg, end, NULL);
+        map_page(end - PAGE, NULL);
+    map_page(end, NULL);
     if (next->npages > extra) {
         next->start += extra << LG_PAGE;
         next->npages -= extra;
@@ -497,7 +451,7 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     if (t == NULL)
         return NULL;
     if (s->npages > 1)
-        map_page(s->seg, span_end(s) - PAGE, NULL);
+        map_page(span_end(s) - PAGE, NULL);
     s->npages = npages;
     s->usable -= cut << LG_PAGE;
     map_ends(s);
@@ -512,15 +466,15 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
 void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
 {
     dpm_check(ph->busy_pages == 0);
-    while (ph->segments != NULL) {
-        segment_t *seg = ph->segments;
+    while (!list_empty(&ph->segments)) {
+        segment_t *seg = list_item(list_first(&ph->segments), segment_t, link);
         for (size_t i = seg->first_page; i < seg->npages;) {
             span_t *s = radix_span(seg->base + (i << LG_PAGE));
             i += s->npages;
             if (s->kind == SPAN_SLAB)
                 ph_unmap_inner_pages(s);
-            map_page(seg, s->start, NULL);
-            map_page(seg, span_end(s) - PAGE, NULL);
+            map_page(s->start, NULL);
+            map_page(span_end(s) - PAGE, NULL);
             if (s->kind == SPAN_FREE)
                 run_unfile(ph, s);
             else
@@ -605,10 +559,10 @@ static void retain(page_heap_t *ph, span_t *r)
 
 /* Takes the oldest run of lru if it is due; false when none is (or the
  * batch or page budget is spent). */
-static bool take_one(page_heap_t *ph, span_list_t *lru, uint64_t now_ns, int64_t ms, bool lazy, size_t *budget,
+static bool take_one(page_heap_t *ph, list_t *lru, uint64_t now_ns, int64_t ms, bool lazy, size_t *budget,
                      purge_batch_t *b)
 {
-    span_t *r = lru->head;
+    span_t *r = list_item(list_first(lru), span_t, lru);
     if (r == NULL || *budget == 0 || b->n == PH_PURGE_MAX_RUNS || !old_enough(r, now_ns, ms))
         return false;
     uintptr_t from;
@@ -746,9 +700,8 @@ static bool check_fail(const char *rule)
     return false;
 }
 
-static bool check_span_mapping(const segment_t *seg, const span_t *s)
+static bool check_span_mapping(const span_t *s)
 {
-    (void)seg;
     for (size_t i = 0; i < s->npages; i++) {
         uintptr_t e = radix_entry(s->start + (i << LG_PAGE));
         bool end_page = i == 0 || i + 1 == s->npages;
@@ -768,7 +721,7 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
         const span_t *s = radix_span(seg->base + (i << LG_PAGE));
         if (s == NULL || s->start != seg->base + (i << LG_PAGE) || s->seg != seg || s->npages == 0)
             return check_fail("spans do not tile the segment");
-        if (!check_span_mapping(seg, s))
+        if (!check_span_mapping(s))
             return false;
         if (s->kind == SPAN_FREE) {
             free_pages += s->npages;
@@ -797,17 +750,13 @@ static bool check_segment(const page_heap_t *ph, const segment_t *seg, size_t *a
  * far as splits and merges keep it (merged runs blend their times). */
 static bool check_lru(const page_heap_t *ph, unsigned st)
 {
-    size_t n = 0;
-    const span_t *prev = NULL;
-    for (const span_t *r = ph->lru[st].head; r != NULL; prev = r, r = r->lru_next, n++) {
+    long n = list_check(&ph->lru[st]);
+    if (n < 0)
+        return check_fail("broken decay list back link or tail");
+    list_for_each(const span_t, r, &ph->lru[st], lru)
         if (r->kind != SPAN_FREE || r->state != st)
             return check_fail("decay list holds a run of another state");
-        if (r->lru_prev != prev)
-            return check_fail("broken decay list back link");
-    }
-    if (ph->lru[st].tail != prev)
-        return check_fail("decay list tail is wrong");
-    if (n != ph->free_runs[st].nruns)
+    if ((size_t)n != ph->free_runs[st].nruns)
         return check_fail("decay list and index disagree");
     return true;
 }
@@ -820,7 +769,10 @@ bool ph_check(page_heap_t *ph)
     if (!check_lru(ph, RUN_DIRTY) || !check_lru(ph, RUN_MUZZY))
         return false;
     size_t active = 0, busy = 0, n = 0;
-    for (const segment_t *seg = ph->segments; seg != NULL; seg = seg->next, n++) {
+    if (list_check(&ph->segments) < 0)
+        return check_fail("broken segment list link");
+    list_for_each(const segment_t, seg, &ph->segments, link) {
+        n++;
         if (!radix_covered(seg->base) || !radix_covered(seg->base + seg->size - 1) || radix_span(seg->base) != NULL)
             return check_fail("segment missing from the address map");
         if (!check_segment(ph, seg, &active, &busy))

@@ -19,17 +19,14 @@
  *
  * Every other call here is made with the arena lock held.
  * Owns: segments, span descriptors, run indexes, decay lists.
- * May call: os, radix, base, runs.
+ * May call: os, radix, base, runs (never conf or types: options come in
+ * page_options_t, and a reset's typed blocks go to the caller's callback).
  */
 #ifndef DPM_PAGES_H
 #define DPM_PAGES_H
 
 #include "base.h"
 #include "runs.h"
-
-typedef struct span_list {
-    span_t *head, *tail;
-} span_list_t;
 
 /* How new segments are mapped (the "hugepages" and "thp" options). */
 typedef struct page_options {
@@ -41,10 +38,10 @@ typedef struct page_heap {
     struct arena *arena;
     page_options_t options;
     run_index_t free_runs[RUN_NSTATES];
-    span_list_t lru[2];               /* dirty, muzzy: oldest first */
+    list_t lru[2];                    /* of span_t by lru; dirty, muzzy: oldest first */
     pool_t spans;                     /* span descriptors */
     pool_t type_arrays;               /* type tags of typed slabs */
-    segment_t *segments;
+    list_t segments;                  /* of segment_t by link */
     size_t nsegments;
     size_t mapped_bytes;
     size_t active_pages;              /* pages in slabs and large blocks */

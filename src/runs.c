@@ -43,12 +43,7 @@ void runs_init(run_index_t *ix)
 void runs_insert(run_index_t *ix, span_t *run)
 {
     slot_t s = slot_of_length(run->npages);
-    span_t **head = &ix->heads[s.fl][s.sl];
-    run->prev = NULL;
-    run->next = *head;
-    if (*head != NULL)
-        (*head)->prev = run;
-    *head = run;
+    list_push_front(&ix->heads[s.fl][s.sl], &run->link);
     ix->sl_bits[s.fl] |= (uint8_t)(1u << s.sl);
     ix->fl_bits |= (uint64_t)1 << s.fl;
     ix->nruns++;
@@ -58,15 +53,9 @@ void runs_insert(run_index_t *ix, span_t *run)
 void runs_remove(run_index_t *ix, span_t *run)
 {
     slot_t s = slot_of_length(run->npages);
-    span_t **head = &ix->heads[s.fl][s.sl];
-    if (run->prev != NULL)
-        run->prev->next = run->next;
-    else
-        *head = run->next;
-    if (run->next != NULL)
-        run->next->prev = run->prev;
-    run->next = run->prev = NULL;
-    if (*head == NULL) {
+    list_t *slot = &ix->heads[s.fl][s.sl];
+    list_remove(slot, &run->link);
+    if (list_empty(slot)) {
         ix->sl_bits[s.fl] &= (uint8_t) ~(1u << s.sl);
         if (ix->sl_bits[s.fl] == 0)
             ix->fl_bits &= ~((uint64_t)1 << s.fl);
@@ -87,7 +76,7 @@ span_t *runs_find(run_index_t *ix, size_t npages)
 {
     slot_t own = slot_of_length(npages);
     if (own.fl < RUNS_NFL) {
-        span_t *head = ix->heads[own.fl][own.sl];
+        span_t *head = list_item(list_first(&ix->heads[own.fl][own.sl]), span_t, link);
         if (head != NULL && head->npages >= npages)
             return head;
     }
@@ -103,7 +92,7 @@ span_t *runs_find(run_index_t *ix, size_t npages)
         sl_map = ix->sl_bits[s.fl];
     }
     s.sl = (unsigned)__builtin_ctz(sl_map);
-    span_t *run = ix->heads[s.fl][s.sl];
+    span_t *run = list_item(list_first(&ix->heads[s.fl][s.sl]), span_t, link);
     dpm_assert(run != NULL && run->npages >= npages);
     return run;
 }
@@ -122,16 +111,15 @@ bool runs_check(const run_index_t *ix, uint8_t state)
         if (fl_set != (ix->sl_bits[fl] != 0))
             return fail("first-level bit disagrees with second-level bits");
         for (unsigned sl = 0; sl < RUNS_NSL; sl++) {
-            const span_t *head = ix->heads[fl][sl];
-            if (((ix->sl_bits[fl] >> sl) & 1) != (head != NULL))
+            const list_t *slot = &ix->heads[fl][sl];
+            if (((ix->sl_bits[fl] >> sl) & 1) != !list_empty(slot))
                 return fail("second-level bit disagrees with list");
-            const span_t *prev = NULL;
-            for (const span_t *r = head; r != NULL; prev = r, r = r->next) {
+            if (list_check(slot) < 0)
+                return fail("broken back link");
+            list_for_each(const span_t, r, slot, link) {
                 slot_t s = slot_of_length(r->npages);
                 if (s.fl != fl || s.sl != sl)
                     return fail("run filed under the wrong length");
-                if (r->prev != prev)
-                    return fail("broken back link");
                 if (r->kind != SPAN_FREE || r->state != state)
                     return fail("run in index is not free in this state");
                 nruns++;

@@ -4,8 +4,8 @@
  * of 8 slices); two bitmaps say which lists are non-empty. A search rounds
  * the request up to the next slice boundary, so the head of the first
  * non-empty list at or above it always fits: O(1), no list is ever scanned
- * (seed 000: rte_malloc's scan of split-off tails made each 4 KiB aligned
- * call cost up to 253 us).
+ * (a scan of split-off tails is what made seed 000 slow: docs/design.md,
+ * "Page runs").
  *
  * Owns: membership of free runs in lists. Touches: span links only.
  */
@@ -21,7 +21,7 @@
 typedef struct run_index {
     uint64_t fl_bits;
     uint8_t sl_bits[RUNS_NFL];
-    span_t *heads[RUNS_NFL][RUNS_NSL];
+    list_t heads[RUNS_NFL][RUNS_NSL];   /* of span_t by link */
     size_t nruns;
     size_t npages;
 } run_index_t;

@@ -7,7 +7,6 @@
 
 sc_info_t sc_table[NCLASSES];
 uint8_t sc_lookup[SC_LOOKUP_MAX / QUANTUM + 1];
-uint16_t sc_lookup_byte[SC_BYTE_LOOKUP_MAX + 1];
 
 size_t sc_formula_size(unsigned c)
 {
@@ -89,7 +88,7 @@ void sc_init(const uint32_t *slab_pages_override)
     fill_lookup();
 }
 
-/* The lookup tables depend on the class formula only. They are filled
+/* The lookup table depends on the class formula only. It is filled
  * before main by a constructor, so that the malloc fast path of threads
  * racing the first initialisation reads settled values; the fill at init
  * covers allocations made before constructors run, and is skipped once
@@ -99,12 +98,6 @@ static void fill_lookup(void)
     if (__atomic_load_n(&sc_lookup[SC_LOOKUP_MAX / QUANTUM], __ATOMIC_ACQUIRE) != 0)
         return;
     unsigned c = 0;
-    for (size_t size = 0; size <= SC_BYTE_LOOKUP_MAX; size++) {
-        while (sc_formula_size(c) < size)
-            c++;
-        __atomic_store_n(&sc_lookup_byte[size], (uint16_t)(c << SC_BYTE_LOOKUP_LG_SCALE), __ATOMIC_RELEASE);
-    }
-    c = 0;
     for (size_t i = 0; i <= SC_LOOKUP_MAX / QUANTUM; i++) {
         size_t size = i * QUANTUM;
         while (sc_formula_size(c) < size)

@@ -3,7 +3,8 @@
  * then 4 classes per doubling (jemalloc's geometry), for every size up to
  * 2^46. Owns: size -> class, class -> size, slab shape per small class and
  * the divisibility constants that turn "is p an object start?" into a
- * multiply and a compare. Touches nothing else.
+ * multiply and a compare, and the large-class rounding limit. Touches
+ * nothing else (the thread cache builds its own size -> bin table).
  */
 #ifndef DPM_SIZECLASS_H
 #define DPM_SIZECLASS_H
@@ -16,7 +17,6 @@
 #define SC_NLINEAR 8
 #define SC_GROUP 4             /* classes per doubling above SC_LINEAR_MAX */
 #define SC_LOOKUP_MAX 4096     /* sizes served by the lookup table */
-#define SC_BYTE_LOOKUP_MAX 1024 /* sizes served by the byte-indexed table */
 #define SMALL_MAX 14336        /* largest class carved from slabs (16 KiB and up are page runs, which grow in place) */
 #define NSMALL 35              /* classes 0..34 are small (slab) classes */
 #define SC_LG_MAX 46
@@ -24,6 +24,9 @@
 #define SLAB_MAX_OBJS 512
 #define SLAB_BITMAP_WORDS (SLAB_MAX_OBJS / 64)
 #define SLAB_MAX_PAGES 64
+/* Large blocks up to this size are rounded to their size class (so that
+ * thread caches and in-place reuse find equal sizes); above it to pages. */
+#define LARGE_ROUND_MAX ((size_t)4 << 20)
 
 typedef struct sc_info {
     size_t size;
@@ -35,13 +38,6 @@ typedef struct sc_info {
 
 extern sc_info_t sc_table[NCLASSES];
 extern uint8_t sc_lookup[SC_LOOKUP_MAX / QUANTUM + 1];
-/* Indexed by the size itself, the class times SC_BYTE_LOOKUP_SCALE: the
- * malloc fast path saves the rounding (size + 15) >> 4 for the most common
- * sizes, and, as the scale is the size of a thread-cache bin (asserted in
- * tcache.h), the scaling of the class into a bin offset. 2 KiB. */
-#define SC_BYTE_LOOKUP_LG_SCALE 5
-#define SC_BYTE_LOOKUP_SCALE (1u << SC_BYTE_LOOKUP_LG_SCALE)
-extern uint16_t sc_lookup_byte[SC_BYTE_LOOKUP_MAX + 1];
 
 /* Fills the tables; slab_pages_override[c] != 0 replaces the default slab
  * size of small class c ("slab_sizes" option). */
@@ -61,8 +57,6 @@ DPM_INLINE unsigned sc_compute(size_t size)
 
 DPM_INLINE unsigned sc_of_size(size_t size)
 {
-    if (likely(size <= SC_BYTE_LOOKUP_MAX))
-        return sc_lookup_byte[size] >> SC_BYTE_LOOKUP_LG_SCALE;
     if (likely(size <= SC_LOOKUP_MAX))
         return sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM];
     return sc_compute(size);

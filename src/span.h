@@ -12,11 +12,13 @@
  * their pages; large blocks and free runs map their first and last page
  * only; every other entry is NULL.
  *
- * Owns: the layouts and the pointer -> span lookup. Touches: radix.
+ * Owns: the layouts and the pointer -> span lookup. Touches: radix, and
+ * list.h for the links.
  */
 #ifndef DPM_SPAN_H
 #define DPM_SPAN_H
 
+#include "list.h"
 #include "radix.h"
 #include "sizeclass.h"
 
@@ -50,8 +52,8 @@ typedef struct span {
     size_t npages;
     struct segment *seg;
     struct arena *arena;
-    struct span *next, *prev;          /* run-index bin or slab list */
-    struct span *lru_next, *lru_prev;  /* decay order of dirty/muzzy runs */
+    list_node_t link;                  /* run-index slot, or a bin's nonfull or emptied slabs */
+    list_node_t lru;                   /* decay order of dirty/muzzy runs */
     uint64_t freed_at_ns;              /* free runs: when they became dirty/muzzy */
 
     /* Large blocks (here, so that a large block's descriptor is its first
@@ -80,7 +82,7 @@ typedef struct segment {
     struct arena *arena;
     size_t free_pages;
     bool hugetlb;            /* MAP_HUGETLB: only whole huge pages can be purged */
-    struct segment *next, *prev;
+    list_node_t link;        /* the page heap's segments */
 } segment_t;
 
 DPM_INLINE span_t *span_of(const void *p) { return radix_span((uintptr_t)p); }

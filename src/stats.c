@@ -54,7 +54,7 @@ static void snap_runs(run_list_snap_t *o, const run_index_t *ix)
     for (unsigned fl = 0; fl < RUNS_NFL; fl++)
         for (unsigned sl = 0; sl < RUNS_NSL; sl++) {
             size_t n = 0;
-            for (const span_t *r = ix->heads[fl][sl]; r != NULL; r = r->next)
+            list_for_each(const span_t, r, &ix->heads[fl][sl], link)
                 n++;
             if (n > o->longest_list)
                 o->longest_list = n;
@@ -105,11 +105,28 @@ static void snap_arena_locked(arena_snap_t *o, arena_t *a)
         o->nmalloc_large += a->large[c].nmalloc;
         o->nfree_large += a->large[c].nfree;
     }
+}
+
+static void add_samples(arena_snap_t *o, const slow_samples_t *s)
+{
+    o->samples.alloc_n += s->alloc_n;
+    o->samples.alloc_cycles += s->alloc_cycles;
+    o->samples.free_n += s->free_n;
+    o->samples.free_cycles += s->free_cycles;
+}
+
+/* Counters of exited threads' caches, for the life of the arena snapped. */
+static void add_exited(unsigned index, const tc_exited_t *e, void *arg)
+{
+    (void)arg;
+    if (index >= snap.narenas || !snap.arenas[index].exists || snap.arenas[index].incarnation != e->incarnation)
+        return;
+    arena_snap_t *o = &snap.arenas[index];
     for (unsigned c = 0; c < TC_MAX_CLASSES; c++) {
-        const tc_totals_t *t = &a->tc_exited[c];
+        const tc_totals_t *t = &e->totals[c];
         add_tc_totals(o, c, t->nrequests, t->nmisses, t->nfills, t->nflushes);
     }
-    o->samples = a->samples_exited;
+    add_samples(o, &e->samples);
 }
 
 static void add_bin_totals(arena_snap_t *o, const bin_snap_t *b)
@@ -137,6 +154,7 @@ static void snap_arena(arena_snap_t *o, arena_t *a)
     memset(o, 0, sizeof(*o));
     o->exists = true;
     o->index = a->index;
+    o->incarnation = a->incarnation;
     o->manual = a->manual;
     memcpy(o->name, a->name, sizeof(o->name));
     o->nthreads = __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED);
@@ -169,10 +187,7 @@ static void add_tcache(const tcache_t *tc, void *arg)
         o->tcache_bytes += cached * sc_size(c);
     }
     o->tcache_bytes += tcache_large_bytes(tc);
-    o->samples.alloc_n += counter_read(&tc->samples.alloc_n);
-    o->samples.alloc_cycles += counter_read(&tc->samples.alloc_cycles);
-    o->samples.free_n += counter_read(&tc->samples.free_n);
-    o->samples.free_cycles += counter_read(&tc->samples.free_cycles);
+    add_samples(o, &tc->samples);
 }
 
 static bool ensure_capacity(unsigned n)
@@ -226,6 +241,7 @@ static uint64_t refresh_locked(void)
             memset(&snap.arenas[i], 0, sizeof(arena_snap_t));
     }
     arenas_iteration_unlock();
+    tcaches_for_each_exited(add_exited, NULL);
     tcaches_for_each(add_tcache, NULL);
     sum_totals();
     snap_taken = true;

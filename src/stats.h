@@ -9,7 +9,6 @@
 #ifndef DPM_STATS_H
 #define DPM_STATS_H
 
-#include "mutex.h"
 #include "tcache.h"
 
 /* Special (phased, typed) bins listed one per row; any more are only
@@ -41,6 +40,7 @@ typedef struct run_list_snap {
 typedef struct arena_snap {
     bool exists;
     unsigned index;
+    uint32_t incarnation;            /* the arena's life that was snapped */
     char name[ARENA_NAME_MAX];
     bool manual;
     uint32_t nthreads;

@@ -1,5 +1,7 @@
 /*
- * tcache.c - slow halves of the thread cache (see tcache.h).
+ * tcache.c - slow halves of the thread cache (see tcache.h), the size ->
+ * bin-offset table, the tags the arenas give cached classes, and the
+ * counters of exited threads' caches.
  */
 #include "tcache.h"
 #include "conf.h"
@@ -16,8 +18,11 @@ __thread arena_t *tls_arena;
 tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
-static tcache_t *tcaches_live;     /* every thread's cache, for stats and fork */
-static tcache_t *tcaches_exited;    /* caches of exited threads, for reuse */
+static list_t tcaches_live;       /* every thread's cache, for stats and fork */
+static list_t tcaches_exited;     /* caches of exited threads, for reuse */
+/* Counters of exited threads' caches by arena index, made at the first
+ * exit from that arena (metadata, never freed); under tcaches_lock. */
+static tc_exited_t *exited_by_arena[MAX_ARENAS];
 
 unsigned tcache_classes_for(size_t tcache_max)
 {
@@ -37,25 +42,6 @@ static unsigned nslots_for_class(unsigned c)
     if (n > opt.tcache_nslots_small_max)
         n = opt.tcache_nslots_small_max;
     return n > TC_NCACHED_LIMIT ? TC_NCACHED_LIMIT : n;
-}
-
-static void list_link(tcache_t **list, tcache_t *tc)
-{
-    tc->prev = NULL;
-    tc->next = *list;
-    if (*list != NULL)
-        (*list)->prev = tc;
-    *list = tc;
-}
-
-static void list_unlink(tcache_t **list, tcache_t *tc)
-{
-    if (tc->prev != NULL)
-        tc->prev->next = tc->next;
-    else
-        *list = tc->next;
-    if (tc->next != NULL)
-        tc->next->prev = tc->prev;
 }
 
 /* ---- bin layout -------------------------------------------------------- */
@@ -103,7 +89,6 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stashes[k] = (phased_stash_t){0};
     tc->arena = arena;
     tc->events = tc->gc_next = 0;
-    tc->enabled = true;
     tcache_large_init(&tc->large);
 }
 
@@ -152,9 +137,7 @@ bool tcache_create_for_thread(void)
     if (arena == NULL)
         return false;
     mutex_lock(&tcaches_lock);
-    tcache_t *tc = tcaches_exited;
-    if (tc != NULL)
-        list_unlink(&tcaches_exited, tc);
+    tcache_t *tc = list_item(list_pop_front(&tcaches_exited), tcache_t, link);
     mutex_unlock(&tcaches_lock);
     if (tc == NULL) {
         tc = base_alloc(sizeof(tcache_t), CACHELINE);
@@ -163,12 +146,42 @@ bool tcache_create_for_thread(void)
     }
     tcache_reset(tc, arena);
     mutex_lock(&tcaches_lock);
-    list_link(&tcaches_live, tc);
+    list_push_front(&tcaches_live, &tc->link);
     mutex_unlock(&tcaches_lock);
     tls_tcache = tc;
     tls_state = THREAD_CACHED;
     pthread_setspecific(g.thread_key, tc);
     return true;
+}
+
+/* ---- the size -> bin table --------------------------------------------- */
+
+uint16_t tc_bin_offset_of_size[TC_LOOKUP_MAX + 1];
+
+/* Like sizeclass's lookup table, filled before main by a constructor (the
+ * fast path of threads racing the first initialisation reads settled
+ * values) and at init (allocations made before constructors run); the
+ * last entry, written last and never 0, says it is done. */
+void tcache_fill_lookup(void)
+{
+    if (__atomic_load_n(&tc_bin_offset_of_size[TC_LOOKUP_MAX], __ATOMIC_ACQUIRE) != 0)
+        return;
+    for (size_t size = 0; size <= TC_LOOKUP_MAX; size++)
+        __atomic_store_n(&tc_bin_offset_of_size[size], (uint16_t)(sc_compute(size) * sizeof(tc_bin_t)),
+                         __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void fill_lookup_before_main(void) { tcache_fill_lookup(); }
+
+void tcache_init_bin_tags(void)
+{
+    uint8_t automatic[NSMALL], manual[NSMALL];
+    for (unsigned c = 0; c < NSMALL; c++) {
+        bool cached = c < g.tcache_nclasses;
+        automatic[c] = cached ? (uint8_t)c : TC_NONE;
+        manual[c] = cached ? (uint8_t)(c + TC_MANUAL_BASE) : TC_NONE;
+    }
+    arena_set_bin_tags(automatic, manual);
 }
 
 /* ---- the free key ------------------------------------------------------ */
@@ -198,8 +211,12 @@ void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const ch
         dpm_misuse(call, p, what);
     bool found = false;
     mutex_lock(&tcaches_lock);
-    for (const tcache_t *tc = tcaches_live; tc != NULL && !found; tc = tc->next)
-        found = tc != own && bin_holds(tc, bin, p);
+    list_for_each(const tcache_t, tc, &tcaches_live, link) {
+        if (tc != own && bin_holds(tc, bin, p)) {
+            found = true;
+            break;
+        }
+    }
     mutex_unlock(&tcaches_lock);
     if (found)
         dpm_misuse(call, p, what);
@@ -215,7 +232,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
         want = ARRAY_LEN(batch);
-    unsigned got = bin_fill(&tc->arena->bins[c], batch, want);
+    unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, want);
     if (got == 0)
         return NULL;
     counter_add(&tc->stats[c].nfills, 1);
@@ -233,7 +250,7 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 static void send_home(void **objs, unsigned n, unsigned c)
 {
     if (c < NSMALL) {
-        bin_flush(objs, n);
+        arena_bin_flush(objs, n);
         return;
     }
     for (unsigned i = 0; i < n; i++)
@@ -273,7 +290,7 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p)
 static void stash_flush(phased_stash_t *st)
 {
     if (st->n != 0)
-        bin_flush(st->objs, st->n);
+        arena_bin_flush(st->objs, st->n);
     st->n = 0;
     st->bin = NULL;
 }
@@ -292,7 +309,7 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     if (st->n == 0) {
         /* take them in address order: the lowest comes out first */
         void *batch[TC_PHASED_BATCH];
-        unsigned got = bin_fill(bin, batch, TC_PHASED_BATCH);
+        unsigned got = arena_bin_fill(bin, batch, TC_PHASED_BATCH);
         for (unsigned i = 0; i < got; i++)
             st->objs[i] = batch[got - 1 - i];
         st->n = got;
@@ -367,7 +384,6 @@ void thread_tcache_enable(bool on)
     if (!on) {
         if (tls_state == THREAD_CACHED) {
             tcache_flush_all(tc);
-            tc->enabled = false;
             tls_tcache = &tcache_empty;
         }
         if (tls_state != THREAD_EXITING)
@@ -375,7 +391,6 @@ void thread_tcache_enable(bool on)
         return;
     }
     if (tls_state == THREAD_NOCACHE && tc != NULL) {
-        tc->enabled = true;
         tls_tcache = tc;
         tls_state = THREAD_CACHED;
     } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {
@@ -429,23 +444,36 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
 
 /* ---- thread exit, stats, fork ------------------------------------------ */
 
-/* The counters of an exiting cache live on in its arena. */
+/* The counters of an exiting cache live on with its arena's index, for
+ * the arena's current life; tcaches_lock held. The thread is still bound
+ * to the arena, so the arena is not destroyed and reused meanwhile.
+ * Without metadata memory for the table the counters are dropped. */
 static void absorb_stats(const tcache_t *tc)
 {
-    arena_t *a = tc->arena;
-    mutex_lock(&a->lock);
+    const arena_t *a = tc->arena;
+    tc_exited_t *e = exited_by_arena[a->index];
+    if (e == NULL) {
+        e = base_alloc(sizeof(*e), CACHELINE);
+        if (e == NULL)
+            return;
+        e->incarnation = a->incarnation;
+        exited_by_arena[a->index] = e;
+    }
+    if (e->incarnation != a->incarnation) {
+        memset(e, 0, sizeof(*e));
+        e->incarnation = a->incarnation;
+    }
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        tc_totals_t *t = &a->tc_exited[c];
+        tc_totals_t *t = &e->totals[c];
         t->nrequests += tc->bins[c].nrequests;
         t->nmisses += tc->stats[c].nmisses;
         t->nfills += tc->stats[c].nfills;
         t->nflushes += tc->stats[c].nflushes;
     }
-    a->samples_exited.alloc_n += tc->samples.alloc_n;
-    a->samples_exited.alloc_cycles += tc->samples.alloc_cycles;
-    a->samples_exited.free_n += tc->samples.free_n;
-    a->samples_exited.free_cycles += tc->samples.free_cycles;
-    mutex_unlock(&a->lock);
+    e->samples.alloc_n += tc->samples.alloc_n;
+    e->samples.alloc_cycles += tc->samples.alloc_cycles;
+    e->samples.free_n += tc->samples.free_n;
+    e->samples.free_cycles += tc->samples.free_cycles;
 }
 
 /* The cache is flushed and its counters absorbed before the thread
@@ -457,10 +485,10 @@ void tcache_thread_exit(void *arg)
     tls_state = THREAD_EXITING;
     if (tc != NULL && tc != &tcache_empty) {
         tcache_flush_all(tc);
-        absorb_stats(tc);
         mutex_lock(&tcaches_lock);
-        list_unlink(&tcaches_live, tc);
-        list_link(&tcaches_exited, tc);
+        absorb_stats(tc);
+        list_remove(&tcaches_live, &tc->link);
+        list_push_front(&tcaches_exited, &tc->link);
         mutex_unlock(&tcaches_lock);
     }
     leave_thread_arena();
@@ -469,8 +497,18 @@ void tcache_thread_exit(void *arg)
 void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg)
 {
     mutex_lock(&tcaches_lock);
-    for (const tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(const tcache_t, tc, &tcaches_live, link)
         fn(tc, arg);
+    mutex_unlock(&tcaches_lock);
+}
+
+void tcaches_for_each_exited(void (*fn)(unsigned arena_index, const tc_exited_t *, void *), void *arg)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    mutex_lock(&tcaches_lock);
+    for (unsigned i = 0; i < n; i++)
+        if (exited_by_arena[i] != NULL)
+            fn(i, exited_by_arena[i], arg);
     mutex_unlock(&tcaches_lock);
 }
 
@@ -478,7 +516,7 @@ size_t tcaches_reclaim_large(bool idle_only, const arena_t *only)
 {
     size_t sent = 0;
     mutex_lock(&tcaches_lock);
-    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         sent += tcache_large_flush(tc, idle_only, only);
     mutex_unlock(&tcaches_lock);
     return sent;
@@ -490,13 +528,13 @@ size_t tcaches_reclaim_large(bool idle_only, const arena_t *only)
 void tcaches_prefork(void)
 {
     mutex_lock(&tcaches_lock);
-    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         mutex_lock(&tc->large.lock);
 }
 
 void tcaches_postfork_parent(void)
 {
-    for (tcache_t *tc = tcaches_live; tc != NULL; tc = tc->next)
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         mutex_unlock(&tc->large.lock);
     mutex_unlock(&tcaches_lock);
 }
@@ -515,18 +553,18 @@ void tcaches_postfork_child(void)
         if (tc != NULL && tc != &tcache_empty)
             survivor = tc;
     }
-    tcache_t *dead = tcaches_live;
-    tcaches_live = NULL;
-    while (dead != NULL) {
-        tcache_t *tc = dead;
-        dead = tc->next;
+    list_t dead = tcaches_live;
+    tcaches_live = (list_t){0};
+    list_node_t *n;
+    while ((n = list_pop_front(&dead)) != NULL) {
+        tcache_t *tc = list_item(n, tcache_t, link);
         mutex_reinit(&tc->large.lock);
         if (tc == survivor) {
-            list_link(&tcaches_live, tc);
+            list_push_front(&tcaches_live, &tc->link);
             continue;
         }
         tcache_large_flush(tc, false, NULL);
-        list_link(&tcaches_exited, tc);
+        list_push_front(&tcaches_exited, &tc->link);
     }
     tcache_large_postfork_child(survivor);
     if (tls_arena != NULL)

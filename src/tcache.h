@@ -10,8 +10,10 @@
  * gives back 3/4 of the blocks it did not need since its last trim.
  *
  * The fast paths are inline in alloc.h; this room owns the slow halves,
- * creation at a thread's first allocation, binding to arenas, tuning, and
- * teardown at thread exit. May call: arena, bin.
+ * creation at a thread's first allocation, binding to arenas, tuning,
+ * teardown at thread exit, the fast path's size -> bin table, and what
+ * the page-map tags of cached blocks mean (TC_MANUAL_BASE). May call:
+ * arena, bin.
  */
 #ifndef DPM_TCACHE_H
 #define DPM_TCACHE_H
@@ -24,6 +26,15 @@
  * tcache_class + 1, and 0 for TC_NONE and foreign pointers: the bin just
  * before bins[0] ("none") is always empty and full too. */
 #define TC_NBINS 256
+#define TC_MAX_CLASSES 72       /* classes a thread cache can hold (up to 8 MiB) */
+/* Blocks of manual arenas carry tcache_class = class + TC_MANUAL_BASE, a
+ * cache bin that never has slots: the free fast path finds it full and
+ * leaves the block to the slow path, which caches it (in bin `class`) only
+ * for a thread bound to the block's arena (see below). The arenas learn
+ * these tags at init (tcache_init_bin_tags). */
+#define TC_MANUAL_BASE 100
+_Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
+               "manual tags name bins that no class uses");
 #define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
 #define TC_GC_EVERY 64          /* slow-path events between trims */
 
@@ -46,6 +57,17 @@ typedef struct tc_bin {
     uint16_t ncached_max;
     uint64_t nrequests;          /* allocations asked of this bin */
 } tc_bin_t;
+
+/* A cache's counters per class; the sums of exited threads' caches are
+ * kept per arena (tcaches_for_each_exited). */
+typedef struct tc_totals {
+    uint64_t nrequests, nmisses, nfills, nflushes;
+} tc_totals_t;
+
+/* Cycle samples of slow-path calls (stats: cycles per call, VPP style). */
+typedef struct slow_samples {
+    uint64_t alloc_n, alloc_cycles, free_n, free_cycles;
+} slow_samples_t;
 
 typedef struct tc_bin_stats {
     uint64_t nmisses, nfills, nflushes;   /* owner writes, stats read (counter_*) */
@@ -99,18 +121,25 @@ typedef struct tcache {
     arena_t *arena;
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
-    struct tcache *next, *prev;
+    list_node_t link;           /* on the live or the exited caches */
     uint32_t events;
     uint32_t gc_next;
-    bool enabled;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
     slow_samples_t samples;
     large_cache_t large;
 } CACHE_ALIGNED tcache_t;
 
+/* Indexed by the size itself, the offset in tcache_t.bins of the bin of
+ * the size's class (class * sizeof(tc_bin_t)): the malloc fast path gets
+ * its bin with one load, saving the rounding (size + 15) >> 4 and the
+ * scaling of the class for the most common sizes. Built from the size
+ * classes before main and at init (tcache_fill_lookup). 2 KiB. */
+#define TC_LOOKUP_MAX 1024
+extern uint16_t tc_bin_offset_of_size[TC_LOOKUP_MAX + 1];
+_Static_assert(NSMALL * sizeof(tc_bin_t) <= UINT16_MAX, "bin offsets fit the table");
+
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
  * otherwise, with one scaled add. */
-_Static_assert(sizeof(tc_bin_t) == SC_BYTE_LOOKUP_SCALE, "sc_lookup_byte holds bin offsets");
 _Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
 DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 {
@@ -218,6 +247,13 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p);
  * program stored the key's value, or the block was flushed home with the
  * key in it and handed out without a cache). */
 void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what);
+/* Fills tc_bin_offset_of_size (init; idempotent). */
+void tcache_fill_lookup(void);
+/* Tells the arenas the tag of each small class's blocks
+ * (arena_set_bin_tags): its cache bin, for the g.tcache_nclasses cached
+ * classes (plus TC_MANUAL_BASE in manual arenas); TC_NONE for the rest.
+ * At init, before the first arena. */
+void tcache_init_bin_tags(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
@@ -245,8 +281,6 @@ void tcache_large_set_slots(tcache_t *tc, unsigned n);
 /* In a fork child: only survivor's (the forking thread's cache, or NULL)
  * reservation of the cap remains. */
 void tcache_large_postfork_child(tcache_t *survivor);
-/* Bytes reserved by all threads' large caches (<= tcache_large_bytes_total). */
-size_t tcache_large_bytes_reserved(void);
 /* tcache_large_flush on every live thread's cache; returns the bytes. */
 size_t tcaches_reclaim_large(bool idle_only, const arena_t *only);
 /* Empties every bin of tc back to the arenas. */
@@ -267,6 +301,17 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n);
 void tcache_thread_exit(void *tc);
 /* Calls fn on every live thread cache with the list lock held. */
 void tcaches_for_each(void (*fn)(const tcache_t *, void *), void *arg);
+/* The counters that exited threads' caches left in one life of an arena
+ * (arena_t.incarnation). */
+typedef struct tc_exited {
+    uint32_t incarnation;
+    tc_totals_t totals[TC_MAX_CLASSES];
+    slow_samples_t samples;
+} tc_exited_t;
+/* Calls fn on the exited-thread counters of every arena index that has
+ * some, with the list lock held; fn compares the incarnation with the one
+ * it knows (the counters of an earlier life of a reused slot are stale). */
+void tcaches_for_each_exited(void (*fn)(unsigned arena_index, const tc_exited_t *, void *), void *arg);
 void tcaches_prefork(void);
 void tcaches_postfork_parent(void);
 void tcaches_postfork_child(void);

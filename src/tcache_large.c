@@ -229,5 +229,3 @@ void tcache_large_postfork_child(tcache_t *survivor)
     /* the other threads' caches are gone, and their reservations with them */
     __atomic_store_n(&large_reserved, survivor != NULL ? survivor->large.reserved : 0, __ATOMIC_RELAXED);
 }
-
-size_t tcache_large_bytes_reserved(void) { return __atomic_load_n(&large_reserved, __ATOMIC_RELAXED); }

@@ -28,7 +28,7 @@
 
 #define CACHELINE 64
 /* Per-thread and per-arena structures carry this so that no two cores ever
- * write the same line (seed 001: packed per-core counters cost 3.7x IPC). */
+ * write the same line (false sharing; see docs/design.md, "Layers"). */
 #define CACHE_ALIGNED __attribute__((aligned(CACHELINE)))
 
 #define LG_PAGE 12
@@ -38,7 +38,6 @@
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 DPM_INLINE size_t round_up(size_t x, size_t pow2) { return (x + pow2 - 1) & ~(pow2 - 1); }
-DPM_INLINE size_t round_down(size_t x, size_t pow2) { return x & ~(pow2 - 1); }
 DPM_INLINE bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 DPM_INLINE unsigned lg_floor(size_t x) { return 63u - (unsigned)__builtin_clzll(x); }
 DPM_INLINE unsigned lg_ceil(size_t x) { return x <= 1 ? 0 : lg_floor(x - 1) + 1; }

@@ -39,7 +39,7 @@ static void exercise_bin(arena_t *a, bin_t *bin, size_t align, uint64_t *rng)
     nobjs = 0;
     for (int step = 0; step < 3000; step++) {
         if (unit_rand(rng) % 2 == 0 && nobjs < NOBJ - 600) {
-            unsigned got = bin_fill(bin, objs + nobjs, 1 + (unsigned)(unit_rand(rng) % 300));
+            unsigned got = arena_bin_fill(bin, objs + nobjs, 1 + (unsigned)(unit_rand(rng) % 300));
             for (unsigned k = 0; k < got; k++) {
                 void *p = objs[nobjs + k];
                 span_t *s = span_of(p);
@@ -53,7 +53,7 @@ static void exercise_bin(arena_t *a, bin_t *bin, size_t align, uint64_t *rng)
             nobjs += got;
         } else if (nobjs > 0) {
             unsigned n = 1 + (unsigned)(unit_rand(rng) % nobjs);
-            bin_flush(objs + nobjs - n, n);
+            arena_bin_flush(objs + nobjs - n, n);
             nobjs -= n;
         }
         if (step % 50 == 0) {
@@ -64,7 +64,7 @@ static void exercise_bin(arena_t *a, bin_t *bin, size_t align, uint64_t *rng)
             mutex_unlock(&a->lock);
         }
     }
-    bin_flush(objs, nobjs);
+    arena_bin_flush(objs, nobjs);
     EXPECT_EQ_U(bin_live_objects(bin), 0);
     EXPECT_TRUE(bin->stats.curslabs <= 1, "%zu empty slabs kept", bin->stats.curslabs);
 }
@@ -73,9 +73,9 @@ static void flush_one_block_twice(void *arg)
 {
     arena_t *a = arg;
     void *p;
-    bin_fill(&a->bins[3], &p, 1);
+    arena_bin_fill(&a->bins[3], &p, 1);
     void *again[2] = {p, p};
-    bin_flush(again, 2);
+    arena_bin_flush(again, 2);
 }
 
 static void test_double_free_caught(arena_t *a) { expect_child_aborts(flush_one_block_twice, a, "double free"); }

@@ -7,7 +7,7 @@
  * waiting on special_lock during the fork creates a special bin
  * (arena_special_bin) in between; the walk then reads its slot unlocked
  * (the data race TSan reports) and unlocks the new bin's lock, which
- * prefork never locked - possibly while its creator holds it in bin_fill,
+ * prefork never locked - possibly while its creator holds it in arena_bin_fill,
  * letting a second thread into that bin. Unlocking in reverse order
  * (arena locks, bin locks, then special locks) closes it.
  *
