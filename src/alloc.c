@@ -101,7 +101,7 @@ void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    if (unlikely(background_pending))
+    if (unlikely(background_pending) && !mutex_all_held_here)
         background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);

@@ -112,6 +112,8 @@ arena_t *arena_get(unsigned index)
         return is_destroyed(a) ? NULL : a;
     if (index >= narenas_auto)
         return NULL;   /* manual arenas exist only through arenas.create */
+    if (mutex_all_held_here)
+        return NULL;   /* in fork's prepare window: no lock the handlers did not take */
     mutex_lock(&arenas_lock);
     a = arenas[index];
     if (a == NULL && (a = arena_create(index, false, NULL)) != NULL)
@@ -130,6 +132,8 @@ arena_t *arena_choose(void)
 int arena_create_manual(const char *name, unsigned *out)
 {
     int err = EAGAIN;
+    if (mutex_all_held_here)
+        return EAGAIN;   /* in fork's prepare window: no new locks */
     mutex_lock(&arenas_lock);
     for (unsigned i = narenas_auto; i < MAX_ARENAS; i++) {
         arena_t *a = arenas[i];
@@ -208,8 +212,8 @@ bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed)
 {
     uint32_t key = special_key(c, phase, typed);
     bin_t *bin = special_find(__atomic_load_n(&a->special, __ATOMIC_ACQUIRE), key);
-    if (likely(bin != NULL))
-        return bin;
+    if (likely(bin != NULL) || mutex_all_held_here)
+        return bin;   /* (no new bin, and lock, in fork's prepare window) */
     mutex_lock(&a->special_lock);
     bin = special_find(a->special, key);
     if (bin == NULL) {

@@ -79,12 +79,14 @@ static void prefork(void)
     arenas_prefork();
     pages_prefork();
     base_prefork();
+    mutex_all_held_here = true;
 }
 
 static void postfork_parent(void)
 {
     if (!fork_locked)
         return;
+    mutex_all_held_here = false;
     base_postfork_parent();
     pages_postfork_parent();
     arenas_postfork_parent();
@@ -100,6 +102,7 @@ static void postfork_child(void)
 {
     if (!fork_locked)
         return;
+    mutex_all_held_here = false;
     base_postfork_child();
     pages_postfork_child();
     arenas_postfork_child();

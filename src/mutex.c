@@ -4,6 +4,8 @@
 #include "mutex.h"
 #include "os.h"
 
+__thread bool mutex_all_held_here;
+
 void mutex_init(dpm_mutex_t *m)
 {
     mutex_reinit(m);

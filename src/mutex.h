@@ -71,9 +71,18 @@ DPM_INLINE void mutex_count_acquired(dpm_mutex_t *m)
 #endif
 }
 
+/* Set in the thread that runs fork's prepare handler once it holds every
+ * allocator lock, until the parent or child handler: other libraries'
+ * prepare handlers that run after dpmalloc's (registered before it
+ * initialised) may allocate in that thread, which already owns every lock
+ * exclusively, so its lock operations are nothing (init.c). */
+extern __thread bool mutex_all_held_here;
+
 /* mutex_lock if the lock is free; false (and nothing done) if not. */
 DPM_INLINE bool mutex_trylock(dpm_mutex_t *m)
 {
+    if (unlikely(mutex_all_held_here))
+        return true;
     if (pthread_mutex_trylock(&m->lock) != 0)
         return false;
     mutex_count_acquired(m);
@@ -82,19 +91,25 @@ DPM_INLINE bool mutex_trylock(dpm_mutex_t *m)
 
 DPM_INLINE void mutex_lock(dpm_mutex_t *m)
 {
+    if (unlikely(mutex_all_held_here))
+        return;
     if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
         mutex_lock_contended(m);
     mutex_count_acquired(m);
 }
 
-DPM_INLINE void mutex_unlock(dpm_mutex_t *m) { pthread_mutex_unlock(&m->lock); }
+DPM_INLINE void mutex_unlock(dpm_mutex_t *m)
+{
+    if (likely(!mutex_all_held_here))
+        pthread_mutex_unlock(&m->lock);
+}
 
 /* How the caller holds an elidable lock: true if nothing was taken. */
 typedef bool lock_elided_t;
 
 DPM_INLINE lock_elided_t mutex_lock_elidable(dpm_mutex_t *m)
 {
-    if (likely(process_single_threaded())) {
+    if (likely(process_single_threaded()) || unlikely(mutex_all_held_here)) {
         mutex_count_acquired(m);
         return true;
     }

@@ -131,7 +131,7 @@ arena_t *thread_arena(void)
 
 bool tcache_create_for_thread(void)
 {
-    if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0)
+    if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0 || mutex_all_held_here)
         return false;
     arena_t *arena = thread_arena();
     if (arena == NULL)
