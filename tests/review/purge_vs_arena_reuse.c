@@ -39,13 +39,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-static volatile int stop;
+static int stop;   /* atomic: the test itself must be race-free under TSan */
 
 static void *owner(void *arg)
 {
     (void)arg;
     void *v[64];
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         unsigned m, zero = 0;
         size_t len = sizeof(m);
         if (dpm_ctl("arenas.create", &m, &len, NULL, 0) != 0)
@@ -69,7 +69,7 @@ static void *owner(void *arg)
 static void *purger(void *arg)
 {
     (void)arg;
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         unsigned n;
         size_t len = sizeof(n);
         dpm_ctl("arenas.narenas", &n, &len, NULL, 0);
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
     pthread_create(&c, NULL, purger, NULL);
     struct timespec ts = {secs, 0};
     nanosleep(&ts, NULL);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
     pthread_join(c, NULL);
