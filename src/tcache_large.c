@@ -22,7 +22,7 @@
 /* The cap over all threads is kept by reservation: a cache reserves what
  * it holds from tcache_large_bytes_total in steps of LARGE_RESERVE_STEP
  * (one compare-and-swap per step), and gives back all but one step of
- * slack as it holds less (all of it when it is empty). Puts and takes
+ * slack as it holds less (all of it when a flush empties it). Puts and takes
  * within a cache's reservation touch no shared counter; a put that finds
  * the cap taken sends the cache's older blocks home to make room within
  * what it has, or the block goes home. large_reserved: bytes reserved by
@@ -88,11 +88,14 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
     return true;
 }
 
-/* Gives back what the cache no longer needs (lock held): everything when
- * it is empty, else all but one step of slack over what it holds. */
-static void large_trim_reservation(large_cache_t *lc)
+/* Gives back what the cache no longer needs (lock held): all but one step
+ * of slack over what it holds, so that a loop that takes and puts back
+ * one block touches no shared counter; everything if `all` (a flush: the
+ * thread exits, or the cache sat idle, or it was asked to) and it is
+ * empty. */
+static void large_trim_reservation(large_cache_t *lc, bool all)
 {
-    size_t keep = lc->n == 0 ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
+    size_t keep = all && lc->n == 0 ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
     if (lc->reserved > keep) {
         __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);
         lc->reserved = keep;
@@ -159,7 +162,7 @@ static void *large_take(tcache_t *tc, size_t size, bool cut_only)
         if (lc->blocks[i]->grew && lc->blocks[i]->usable > size)
             s = large_remove(lc, i);
     lc->used |= s != NULL;
-    large_trim_reservation(lc);
+    large_trim_reservation(lc, false);
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
@@ -204,7 +207,7 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
                 sent += s->usable;
                 arena_free_large(s);
             }
-        large_trim_reservation(lc);
+        large_trim_reservation(lc, true);
     }
     lc->used = false;
     mutex_unlock_elidable(&lc->lock, held);
