@@ -253,6 +253,35 @@ static inline bool find_kv(const char *text, const char *key, char *out, size_t 
     return false;
 }
 
+/* ---- re-executed children ---- */
+
+/* The number a child printed as "key=value" (0, and a failure naming the
+ * key and the child's output, if it printed none). */
+#define spawn_kv(r, key) spawn_kv_at(__FILE__, __LINE__, (r), (key))
+static inline size_t spawn_kv_at(const char *file, int line, const struct spawn_result *r, const char *key)
+{
+    char v[64];
+    if (!find_kv(r->out, key, v, sizeof v)) {
+        TEST_FAIL_AT(file, line, "%s missing from the child's output:\n%s\n%s", key, r->out, r->err);
+        return 0;
+    }
+    return (size_t)strtoll(v, NULL, 10);
+}
+
+/* Runs `self --child mode` with DPMALLOC_CONF=conf and a time limit;
+ * false (and a failure) if it did not run to a 0 exit. */
+#define spawn_mode(self, mode, conf, timeout_s, r) spawn_mode_at(__FILE__, __LINE__, (self), (mode), (conf), (timeout_s), (r))
+static inline bool spawn_mode_at(const char *file, int line, char *self, const char *mode, const char *conf,
+                                 double timeout_s, struct spawn_result *r)
+{
+    char *argv[] = {self, "--child", (char *)mode, NULL};
+    char env[256];
+    snprintf(env, sizeof env, "DPMALLOC_CONF=%s", conf);
+    const char *envp[] = {env, NULL};
+    spawn_capture(argv, envp, timeout_s, r);
+    return spawn_ok_at(file, line, r);
+}
+
 /* ---- memory ---- */
 
 /* Resident set size of this process in bytes (from /proc/self/statm). */

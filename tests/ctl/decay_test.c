@@ -192,24 +192,11 @@ static int child(const char *mode)
 
 static struct spawn_result res;
 
-static size_t kv(const char *key)
-{
-    char v[64];
-    if (!find_kv(res.out, key, v, sizeof v)) {
-        TEST_FAIL("%s missing from the child's output:\n%s\n%s", key, res.out, res.err);
-        return 0;
-    }
-    return (size_t)strtoll(v, NULL, 10);
-}
+#define kv(key) spawn_kv(&res, key)
 
 static bool run_mode(const char *mode, const char *conf)
 {
-    char *argv[] = {self_exe, "--child", (char *)mode, NULL};
-    char env[256];
-    snprintf(env, sizeof env, "DPMALLOC_CONF=%s", conf);
-    const char *envp[] = {env, NULL};
-    spawn_capture(argv, envp, 20, &res);
-    if (!SPAWN_OK(&res))
+    if (!spawn_mode(self_exe, mode, conf, 20, &res))
         return false;
     fprintf(stderr, "    [%s] %s: base %zu MiB, peak %zu, after free %zu, final %zu, fell at %d ms\n", mode, conf,
             kv("base") / MiB, kv("peak") / MiB, kv("after_free") / MiB, kv("final") / MiB, (int)kv("fell_at_ms"));

@@ -261,24 +261,11 @@ static int child(const char *mode)
 
 /* ---- parent ---- */
 
-static size_t kv(const char *key)
-{
-    char v[64];
-    if (!find_kv(res.out, key, v, sizeof v)) {
-        TEST_FAIL("%s missing from the child's output:\n%s\n%s", key, res.out, res.err);
-        return 0;
-    }
-    return (size_t)strtoll(v, NULL, 10);
-}
+#define kv(key) spawn_kv(&res, key)
 
 static bool run_mode(const char *mode, const char *conf)
 {
-    char *argv[] = {self_exe, "--child", (char *)mode, NULL};
-    char env[256];
-    snprintf(env, sizeof env, "DPMALLOC_CONF=%s", conf);
-    const char *envp[] = {env, NULL};
-    spawn_capture(argv, envp, 30, &res);
-    if (!SPAWN_OK(&res))
+    if (!spawn_mode(self_exe, mode, conf, 30, &res))
         return false;
     fprintf(stderr, "    [%s] %s:\n%s", mode, conf, res.out);
     return true;
