@@ -151,7 +151,7 @@ void arena_after_free(arena_t *a);
  * purging this arena. Called without a->lock (bin locks may be held). */
 void arena_purge_if_due(arena_t *a);
 /* arena_tick and arena_purge_if_due for a caller that does not hold
- * a->lock (an operation that did not reach the arena, such as a spare
+ * a->lock (an operation that did not reach the arena, such as a large cache
  * block's reuse). */
 void arena_tick_now(arena_t *a);
 /* Brings a->clock_ns up to date (under a->lock) when it may be stale by
