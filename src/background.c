@@ -4,6 +4,7 @@
  * decay curve of each arena, and sleeps again.
  */
 #include "background.h"
+#include "mutex.h"
 #include "conf.h"
 #include "tcache.h"
 
@@ -85,6 +86,10 @@ void background_maybe_start(void)
 
 int background_set(bool on)
 {
+    /* In fork's prepare window this thread holds bg_lock, and no thread
+     * may be started or joined (mutex.h). */
+    if (mutex_all_held_here)
+        return EAGAIN;
     pthread_mutex_lock(&bg_lock);
     wanted = on;
     bool join = !on && running;
@@ -106,6 +111,8 @@ int background_set(bool on)
 
 bool background_enabled(void)
 {
+    if (mutex_all_held_here)   /* fork's prepare window: bg_lock is ours already */
+        return wanted && running;
     pthread_mutex_lock(&bg_lock);
     bool on = wanted && running;
     pthread_mutex_unlock(&bg_lock);

@@ -58,7 +58,10 @@ extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 extern void _IO_list_resetlock(void) __attribute__((weak));
 
-static bool fork_locked;   /* what the running fork's prefork did */
+/* What this thread's running fork's prefork did. Per thread: the parent
+ * and child handlers run in the forking thread, and a race detector,
+ * blind to glibc's serialisation of forks, sees no shared write. */
+static __thread bool fork_locked;
 
 static bool fork_must_lock(void)
 {

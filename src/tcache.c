@@ -193,7 +193,7 @@ void tcache_init_bin_tags(void)
 static bool bin_holds(const tcache_t *tc, unsigned bin, const void *p)
 {
     const tc_bin_t *b = &tc->bins[bin];
-    void **head = __atomic_load_n(&b->head, __ATOMIC_RELAXED);
+    void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);   /* pairs with tc_bin_push */
     if (head == NULL)
         return false;
     uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
@@ -271,6 +271,8 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
     /* slide the kept blocks up; slots are read by other threads (tcache.h) */
     for (unsigned k = keep; k-- > 0;)
         __atomic_store_n(&top[-(ptrdiff_t)keep + k], b->head[k], __ATOMIC_RELAXED);
+    /* a reader that sees the new head sees the slid slots (tc_bin_push) */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     tc_bin_set_head(b, top - keep);
     b->low_lo = low16(b->head);
     counter_add(&tc->stats[c].nflushes, 1);

@@ -157,7 +157,9 @@ DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
 {
     void **h = b->head - 1;
     __atomic_store_n(h, p, __ATOMIC_RELAXED);
-    __atomic_store_n(&b->head, h, __ATOMIC_RELAXED);
+    /* release: a reader that sees the new head sees p in its slot (a plain
+     * move on x86) */
+    __atomic_store_n(&b->head, h, __ATOMIC_RELEASE);
     b->hot = p;
 }
 

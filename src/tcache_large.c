@@ -95,6 +95,11 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
  * empty. */
 static void large_trim_reservation(large_cache_t *lc, bool all)
 {
+    /* An empty cache keeps its step of slack only while the cap is less
+     * than half reserved: idle threads' empty caches never lock the
+     * others out of it. */
+    if (lc->n == 0 && __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
+        all = true;
     size_t keep = all && lc->n == 0 ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
     if (lc->reserved > keep) {
         __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);

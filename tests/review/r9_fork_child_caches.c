@@ -33,7 +33,9 @@
  */
 #ifndef _GNU_SOURCE
 #ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #endif
 #endif
 #include <malloc.h>

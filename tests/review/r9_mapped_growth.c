@@ -34,7 +34,9 @@
  */
 #ifndef _GNU_SOURCE
 #ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #endif
 #endif
 #include <stdint.h>
