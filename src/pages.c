@@ -305,7 +305,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r, bool fresh)
         run_unfile(ph, left);
         map_page(r->start - PAGE, NULL);
         map_page(r->start, NULL);
-        r->freed_at_ns = blend_time(r, left);
+        if (left->state != RUN_CLEAN)   /* a clean run's pages decay no more: r's age stays */
+            r->freed_at_ns = blend_time(r, left);
         r->start = left->start;
         r->npages += left->npages;
         pool_put(&ph->spans, left);
@@ -315,7 +316,8 @@ static span_t *coalesce_and_file(page_heap_t *ph, span_t *r, bool fresh)
         run_unfile(ph, right);
         map_page(span_end(r) - PAGE, NULL);
         map_page(right->start, NULL);
-        r->freed_at_ns = blend_time(r, right);
+        if (right->state != RUN_CLEAN)
+            r->freed_at_ns = blend_time(r, right);
         r->npages += right->npages;
         pool_put(&ph->spans, right);
     }

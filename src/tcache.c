@@ -271,9 +271,9 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
     /* slide the kept blocks up; slots are read by other threads (tcache.h) */
     for (unsigned k = keep; k-- > 0;)
         __atomic_store_n(&top[-(ptrdiff_t)keep + k], b->head[k], __ATOMIC_RELAXED);
-    /* a reader that sees the new head sees the slid slots (tc_bin_push) */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    tc_bin_set_head(b, top - keep);
+    /* release: a reader that sees the new head sees the slid slots */
+    __atomic_store_n(&b->head, top - keep, __ATOMIC_RELEASE);
+    b->hot = top[-(ptrdiff_t)keep];
     b->low_lo = low16(b->head);
     counter_add(&tc->stats[c].nflushes, 1);
 }
