@@ -48,18 +48,30 @@ static void sample_record(bool is_alloc, uint64_t t0)
 
 /* ---- malloc / free slow paths ------------------------------------------ */
 
+/* One block of a bin, for a caller that bypasses the thread caches: the
+ * block may have gone home from a cache with the free key in it. */
+static bool bin_block(bin_t *bin, void **p)
+{
+    if (arena_bin_fill(bin, p, 1) == 0)
+        return false;
+    tc_block_handed_out(*p);
+    return true;
+}
+
+/* Bytes a zeroed block of class c asked for size needs cleared: opt.zero
+ * zeroes the whole block, since realloc may grow into it. */
+static size_t zero_bytes(unsigned c, size_t size) { return opt.zero ? sc_size(c) : size; }
+
 static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
 {
     void *p;
     if (a == NULL)
         return fail_nomem();
     if (c < NSMALL) {
-        if (arena_bin_fill(&a->bins[c], &p, 1) == 0)
+        if (!bin_block(&a->bins[c], &p))
             return fail_nomem();
-        tc_block_handed_out(p);   /* it may have gone home from a cache with the key */
-        /* opt.zero zeroes the whole block: realloc may grow into it */
         if (zero)
-            memset(p, 0, opt.zero ? sc_size(c) : size);
+            memset(p, 0, zero_bytes(c, size));
     } else {
         large_request_t req = {.size = size, .align = 1, .zero = zero};
         if ((p = arena_alloc_large(a, &req)) == NULL)
@@ -149,8 +161,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     unsigned c = TC_NONE;
     /* a block that holds the key may sit in some thread's cache, whether
      * or not this thread would cache it now */
-    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
-        tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, "double free of");
+    tcache_check_not_cached(p, s, call, "double free of");
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
         c = tcache_bin_for(tls_tcache, s);
     if (c != TC_NONE) {
@@ -307,8 +318,7 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
 
 static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
-    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
-        tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, "use after free of");
+    tcache_check_not_cached(p, s, call, "use after free of");
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
     /* secure mode checks sized frees against the class: a block stays in
@@ -383,12 +393,12 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
         return NULL;
     if (tls_state == THREAD_CACHED)
         p = tcache_phased_alloc(tls_tcache, bin);
-    else if (arena_bin_fill(bin, &p, 1) == 0)
+    else if (!bin_block(bin, &p))
         p = NULL;
     if (p == NULL)
         return NULL;
     if (zero || opt.zero)
-        memset(p, 0, opt.zero ? sc_size(c) : size);
+        memset(p, 0, zero_bytes(c, size));
     return p;
 }
 
@@ -442,15 +452,14 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
         unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
         bin_t *bin = c >= NSMALL ? NULL : typed ? arena_special_bin(a, c, 0, true) : &a->bins[c];
         void *p;
-        if (bin != NULL && arena_bin_fill(bin, &p, 1) == 1) {
-            tc_block_handed_out(p);   /* it may have gone home from a cache with the key */
+        if (bin != NULL && bin_block(bin, &p)) {
             span_t *s = span_of(p);
             if (s->type_ids != NULL) {
                 s->type_ids[span_index_of(s, (uintptr_t)p)] = type;
                 type_count_alloc(type, s->objsize);
             }
             if (zero || opt.zero)
-                memset(p, 0, opt.zero ? sc_size(c) : size);
+                memset(p, 0, zero_bytes(c, size));
             return p;
         }
     }

@@ -568,7 +568,6 @@ void tcaches_postfork_child(void)
         tcache_large_flush(tc, false, NULL);
         list_push_front(&tcaches_exited, &tc->link);
     }
-    tcache_large_postfork_child(survivor);
     if (tls_arena != NULL)
         tls_arena->nthreads = 1;   /* arenas_postfork_child zeroed the others */
 }

@@ -249,6 +249,15 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p);
  * program stored the key's value, or the block was flushed home with the
  * key in it and handed out without a cache). */
 void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what);
+/* The check every free and realloc of a block of span s makes before it
+ * touches it: a block that holds the free key and may sit in a cache (its
+ * class has a bin; a manual arena's tag names the class's bin plus
+ * TC_MANUAL_BASE) is looked up there first. */
+DPM_INLINE void tcache_check_not_cached(void *p, const span_t *s, const char *call, const char *what)
+{
+    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
+        tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, what);
+}
 /* Fills tc_bin_offset_of_size (init; idempotent). */
 void tcache_fill_lookup(void);
 /* Tells the arenas the tag of each small class's blocks
@@ -280,9 +289,6 @@ size_t tcache_large_bytes(const tcache_t *tc);
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
 /* thread.tcache.ncached_max.write for large classes (flushes first). */
 void tcache_large_set_slots(tcache_t *tc, unsigned n);
-/* In a fork child: only survivor's (the forking thread's cache, or NULL)
- * reservation of the cap remains. */
-void tcache_large_postfork_child(tcache_t *survivor);
 /* tcache_large_flush on every live thread's cache; returns the bytes. */
 size_t tcaches_reclaim_large(bool idle_only, const arena_t *only);
 /* Empties every bin of tc back to the arenas. */

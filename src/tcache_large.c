@@ -171,11 +171,10 @@ static void *large_take(tcache_t *tc, size_t size, bool cut_only)
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
-    if (s->usable != exact) {
-        if (!arena_resize_large_in_place(s, size, false) || s->usable - size > size / 4 + PAGE) {
-            arena_free_large(s);
-            return NULL;
-        }
+    /* cut to exactly what a fresh block of size gets */
+    if (s->usable != exact && !arena_resize_large_in_place(s, size, false)) {
+        arena_free_large(s);
+        return NULL;
     }
     s->grew = 0;
     /* Arenas run decay from their own operations: a thread whose big
@@ -231,9 +230,3 @@ void tcache_large_set_slots(tcache_t *tc, unsigned n)
 }
 
 size_t tcache_large_bytes(const tcache_t *tc) { return __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED); }
-
-void tcache_large_postfork_child(tcache_t *survivor)
-{
-    /* the other threads' caches are gone, and their reservations with them */
-    __atomic_store_n(&large_reserved, survivor != NULL ? survivor->large.reserved : 0, __ATOMIC_RELAXED);
-}
