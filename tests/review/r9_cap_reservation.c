@@ -8,9 +8,13 @@
  * comes back out: the cache is empty, the reservation stays) and block on a
  * condition variable. Then a fresh worker thread runs a malloc/free loop of
  * 64 KiB..300 KiB blocks (well inside its 4 MiB budget).
+ * argv[1] sets the number of holders (ctest runs 40 and 128: with 1 MiB of
+ * slack kept per empty cache, 128 idle threads once took the whole cap
+ * again; an empty cache now keeps its slack only while the cap is less
+ * than half reserved).
  *
  * Build and run (from the worktree, after building build/):
- *   gcc -O2 -fno-builtin -o /tmp/r9_cap tests/review/r9_cap_reservation.c -Iinclude \
+ *   gcc -O2 -fno-builtin -o /tmp/r9_cap tests/review/r9_cap_reservation.c -Iinclude -Itests/review \
  *       -Lbuild -Wl,-rpath,$PWD/build -ldpmalloc -lpthread
  *   timeout 60 /tmp/r9_cap
  *
@@ -33,11 +37,7 @@
  * n drops to 0 in large_take) would bound the same bytes.
  */
 #ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
-#endif
-#endif
 #endif
 #include <pthread.h>
 #include <stdint.h>
@@ -46,20 +46,10 @@
 #include <string.h>
 #include <time.h>
 
-int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+#include "review.h"
 
-static double stat_mib(const char *name)
-{
-    if (!dpm_ctl)
-        return 0;
-    uint64_t e = 1;
-    size_t l = sizeof(e), v = 0;
-    dpm_ctl("epoch", &e, &l, &e, sizeof(e));
-    l = sizeof(v);
-    return dpm_ctl(name, &v, &l, NULL, 0) == 0 ? (double)v / 1048576.0 : 0;
-}
-
-enum { NHOLD = 40 };
+enum { NHOLD_MAX = 256 };
+static int nhold = 40;   /* argv[1]: how many idle holders */
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int ready, go;
@@ -107,13 +97,15 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    pthread_t t[NHOLD], w;
-    for (int i = 0; i < NHOLD; i++)
+    if (argc > 1)
+        nhold = atoi(argv[1]) > 0 && atoi(argv[1]) <= NHOLD_MAX ? atoi(argv[1]) : nhold;
+    pthread_t t[NHOLD_MAX], w;
+    for (int i = 0; i < nhold; i++)
         pthread_create(&t[i], NULL, holder, NULL);
     pthread_mutex_lock(&m);
-    while (ready < NHOLD)
+    while (ready < nhold)
         pthread_cond_wait(&cv, &m);
     pthread_mutex_unlock(&m);
     printf("holders idle with empty large caches: tcache_bytes %.2f MiB\n", stat_mib("stats.tcache_bytes"));
@@ -124,7 +116,7 @@ int main(void)
     go = 1;
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&m);
-    for (int i = 0; i < NHOLD; i++)
+    for (int i = 0; i < nhold; i++)
         pthread_join(t[i], NULL);
     int bad = dpm_ctl && cached_mib < 0.5;
     printf("%s\n", bad ? "FAIL: the worker's large cache is locked out by empty caches" : "ok");

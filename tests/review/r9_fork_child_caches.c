@@ -10,7 +10,7 @@
  * 64..300 KiB blocks.
  *
  * Build and run (from the worktree, after building build/):
- *   gcc -O2 -fno-builtin -o /tmp/r9_fork tests/review/r9_fork_child_caches.c -Iinclude \
+ *   gcc -O2 -fno-builtin -o /tmp/r9_fork tests/review/r9_fork_child_caches.c -Iinclude -Itests/review \
  *       -Lbuild -Wl,-rpath,$PWD/build -ldpmalloc -lpthread
  *   timeout 60 /tmp/r9_fork
  *
@@ -32,11 +32,7 @@
  * large_reserved to the surviving cache's reservation.
  */
 #ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
-#endif
-#endif
 #endif
 #include <malloc.h>
 #include <pthread.h>
@@ -47,30 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
-
-static double rss_mib(void)
-{
-    long a = 0, b = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &a, &b) != 2)
-            b = 0;
-        fclose(f);
-    }
-    return (double)b * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
-
-static double stat_mib(const char *name)
-{
-    if (!dpm_ctl)
-        return 0;
-    uint64_t e = 1;
-    size_t l = sizeof(e), v = 0;
-    dpm_ctl("epoch", &e, &l, &e, sizeof(e));
-    l = sizeof(v);
-    return dpm_ctl(name, &v, &l, NULL, 0) == 0 ? (double)v / 1048576.0 : 0;
-}
+#include "review.h"
 
 enum { NHOLD = 40, NB = 16, SZ = 256 * 1024 };
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;

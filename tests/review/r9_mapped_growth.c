@@ -9,7 +9,7 @@
  *
  * Build and run (from the worktree, after building build/):
  *   gcc -O2 -fno-builtin -o /tmp/r9_mapped_growth tests/review/r9_mapped_growth.c \
- *       -Iinclude -Lbuild -Wl,-rpath,$PWD/build -ldpmalloc
+ *       -Iinclude -Itests/review -Lbuild -Wl,-rpath,$PWD/build -ldpmalloc
  *   timeout 120 /tmp/r9_mapped_growth
  *   timeout 120 env LD_PRELOAD=/path/to/old/libdpmalloc.so /tmp/r9_mapped_growth   (any allocator)
  *
@@ -33,43 +33,14 @@
  * so segment_release_if_idle() never unmaps them.
  */
 #ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
-#endif
-#endif
 #endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
-
-static double rss_mib(void)
-{
-    long a = 0, b = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &a, &b) != 2)
-            b = 0;
-        fclose(f);
-    }
-    return (double)b * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
-
-static double mapped_mib(void)
-{
-    if (!dpm_ctl)
-        return 0;
-    uint64_t e = 1;
-    size_t l = sizeof(e), v = 0;
-    dpm_ctl("epoch", &e, &l, &e, sizeof(e));
-    l = sizeof(v);
-    if (dpm_ctl("stats.mapped", &v, &l, NULL, 0) != 0)
-        return 0;
-    return (double)v / 1048576.0;
-}
+#include "review.h"
 
 static uint64_t rs = 12345;
 static uint64_t rnd(void)
@@ -106,10 +77,10 @@ int main(void)
         }
         if (r + 1 == FIRST) {
             rss0 = rss_mib();
-            map0 = mapped_mib();
+            map0 = stat_mib("stats.mapped");
         }
     }
-    double rss1 = rss_mib(), map1 = mapped_mib();
+    double rss1 = rss_mib(), map1 = stat_mib("stats.mapped");
     printf("round %d: rss %.1f MiB mapped %.1f MiB; round %d: rss %.1f MiB mapped %.1f MiB\n", FIRST, rss0, map0,
            ROUNDS, rss1, map1);
     int bad = rss1 > rss0 * 2 + 32 || map1 > map0 * 1.5 + 64;

@@ -19,9 +19,7 @@
  * Expected: "ok", exit 0.   Actual (main 234f56d): abort, exit 134.
  */
 #ifndef _GNU_SOURCE
-#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
-#endif
 #endif
 #include <malloc.h>
 #include <stdio.h>
