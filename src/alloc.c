@@ -48,8 +48,9 @@ static void sample_record(bool is_alloc, uint64_t t0)
 
 /* ---- malloc / free slow paths ------------------------------------------ */
 
-/* One block of a bin, for a caller that bypasses the thread caches: the
- * block may have gone home from a cache with the free key in it. */
+/* One block of a plain or typed bin (16-byte aligned objects), for a
+ * caller that bypasses the thread caches: the block may have gone home
+ * from a cache with the free key in it. */
 static bool bin_block(bin_t *bin, void **p)
 {
     if (arena_bin_fill(bin, p, 1) == 0)
@@ -393,7 +394,7 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
         return NULL;
     if (tls_state == THREAD_CACHED)
         p = tcache_phased_alloc(tls_tcache, bin);
-    else if (!bin_block(bin, &p))
+    else if (arena_bin_fill(bin, &p, 1) == 0)   /* phased blocks never carry the free key */
         p = NULL;
     if (p == NULL)
         return NULL;
