@@ -36,7 +36,7 @@ static bool sample_this_call(void)
 static void sample_record(bool is_alloc, uint64_t t0)
 {
     uint64_t dt = cpu_cycles() - t0;
-    slow_samples_t *s = &tls_tcache->samples;
+    slow_samples_t *s = &tcache_mine()->samples;
     if (is_alloc) {
         counter_add(&s->alloc_n, 1);
         counter_add(&s->alloc_cycles, dt);
@@ -86,7 +86,7 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
 static void *alloc_slow_body(size_t size)
 {
     unsigned c = sc_of_size(size);
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = tcache_mine();
     if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
         counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
@@ -118,6 +118,12 @@ void *alloc_slow(size_t size)
         background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);
+    /* A reclaimer took the cache: put it back and pop from it again (the
+     * reclaimer may have left the bins as they were, not empty). */
+    if (unlikely(__atomic_load_n(&tls_tcache, __ATOMIC_RELAXED) == &tcache_empty) && tls_state == THREAD_CACHED) {
+        tcache_reattach();
+        return alloc_fast(size);
+    }
     if (!sample_this_call())
         return alloc_slow_body(size);
     uint64_t t0 = cpu_cycles();
@@ -164,9 +170,9 @@ static void free_slow_body(void *p, span_t *s, const char *call)
      * or not this thread would cache it now */
     tcache_check_not_cached(p, s, call, "double free of");
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
-        c = tcache_bin_for(tls_tcache, s);
+        c = tcache_bin_for(tcache_mine(), s);
     if (c != TC_NONE) {
-        tcache_t *tc = tls_tcache;
+        tcache_t *tc = tcache_mine();
         tc_bin_t *b = &tc->bins[c];
         *tc_key_word(p) = TC_FREE_KEY;
         tcache_event(tc);
@@ -176,7 +182,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
             tcache_free_full(tc, c, p);
         return;
     }
-    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tls_tcache, s))
+    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
         return;
     free_home(p, s);
 }
@@ -197,7 +203,7 @@ void free_slow(void *p, const char *call)
 
 void free_leaf_miss(void *p, const char *call)
 {
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = tcache_mine();
     uintptr_t a = (uintptr_t)p;
     const uintptr_t *leaf = radix_leaf(a);
     /* An empty leaf is not cached: one may be made for it later. */
@@ -278,7 +284,7 @@ static bool size_fits_block(const span_t *s, size_t size)
  * rounding (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
-    void *p = tcache_large_take_grown(tls_tcache, size);
+    void *p = tcache_large_take_grown(tcache_mine(), size);
     if (p != NULL)
         return p;
     arena_t *a = thread_arena();
@@ -366,7 +372,7 @@ void *realloc_impl(void *p, size_t size, const char *call)
 
 static void *aligned_small(unsigned c, size_t size, bool zero)
 {
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = tcache_mine();
     tc_bin_t *b = &tc->bins[c];
     void *p = c < TC_MAX_CLASSES ? tc_bin_pop(b) : NULL;
     if (p == NULL && tls_state == THREAD_NEW && tcache_create_for_thread())
@@ -393,7 +399,7 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
     if (bin == NULL)
         return NULL;
     if (tls_state == THREAD_CACHED)
-        p = tcache_phased_alloc(tls_tcache, bin);
+        p = tcache_phased_alloc(tcache_mine(), bin);
     else if (arena_bin_fill(bin, &p, 1) == 0)   /* phased blocks never carry the free key */
         p = NULL;
     if (p == NULL)
@@ -422,7 +428,7 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         }
     }
     if (align <= PAGE && off == 0 && !zero) {
-        void *p = tcache_large_take(tls_tcache, size);
+        void *p = tcache_large_take(tcache_mine(), size);
         if (p != NULL)
             return p;
     }

@@ -49,7 +49,7 @@ DPM_INLINE void *alloc_fast(size_t size)
         off = sc_compute(size) * sizeof(tc_bin_t);
     else
         return alloc_slow(size);   /* large: the large cache or the arena */
-    tc_bin_t *b = (tc_bin_t *)((char *)tls_tcache->bins + off);
+    tc_bin_t *b = (tc_bin_t *)((char *)__atomic_load_n(&tls_tcache, __ATOMIC_RELAXED)->bins + off);
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         void *p = b->hot;
@@ -80,7 +80,7 @@ DPM_INLINE void *alloc_fast(size_t size)
  * one. */
 DPM_INLINE void free_fast(void *p, const char *call)
 {
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = __atomic_load_n(&tls_tcache, __ATOMIC_RELAXED);
     uintptr_t a = (uintptr_t)p;
     if (unlikely(a >> TC_LEAF_SHIFT != tc->leaf_key)) {
         free_leaf_miss(p, call);

@@ -33,7 +33,7 @@ static uint64_t wake_interval_ns(void)
  * home), so that their pages decay with the arena's. */
 static void decay_every_arena(void)
 {
-    tcaches_reclaim_large(true, NULL);
+    tcaches_reclaim(true, NULL);
     arenas_iteration_lock();
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
@@ -72,8 +72,11 @@ void background_request_at_start(void)
     background_pending = true;
 }
 
+/* Waits for bg_lock, or in pthread_create or pthread_join, are sleeps
+ * inside dpmalloc (mutex_blocking_here). */
 void background_maybe_start(void)
 {
+    mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     bool start = wanted && !running;
     background_pending = false;
@@ -82,6 +85,7 @@ void background_maybe_start(void)
         running = pthread_create(&thread, NULL, background_main, NULL) == 0;
     }
     pthread_mutex_unlock(&bg_lock);
+    mutex_blocking_end();
 }
 
 int background_set(bool on)
@@ -90,6 +94,7 @@ int background_set(bool on)
      * may be started or joined (mutex.h). */
     if (mutex_all_held_here)
         return EAGAIN;
+    mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     wanted = on;
     bool join = !on && running;
@@ -104,6 +109,7 @@ int background_set(bool on)
         running = false;
         pthread_mutex_unlock(&bg_lock);
     }
+    mutex_blocking_end();
     if (on)
         background_maybe_start();
     return 0;
@@ -113,9 +119,11 @@ bool background_enabled(void)
 {
     if (mutex_all_held_here)   /* fork's prepare window: bg_lock is ours already */
         return wanted && running;
+    mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     bool on = wanted && running;
     pthread_mutex_unlock(&bg_lock);
+    mutex_blocking_end();
     return on;
 }
 

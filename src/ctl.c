@@ -176,7 +176,7 @@ static int h_tcache_flush(const ctl_call_t *c, const void *arg)
     (void)arg;
     int err = action_only(c);
     if (err == 0 && tls_state == THREAD_CACHED)
-        tcache_flush_all(tls_tcache);
+        tcache_flush_all(tcache_mine());
     return err;
 }
 
@@ -245,7 +245,7 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
     /* arg "decay": follow the curves; purge also takes the arena's blocks
      * out of every thread's large cache first, idle threads' included */
     if (arg == NULL)
-        tcaches_reclaim_large(false, a);
+        tcaches_reclaim(false, a);
     arena_decay_now(a, arg == NULL);
     return 0;
 }
@@ -260,7 +260,7 @@ static int h_arena_reset(const ctl_call_t *c, const void *arg)
     /* Of all caches only the caller's may hold the arena's blocks now
      * (arena_reset refuses while other threads are bound): they go first. */
     if (tls_state == THREAD_CACHED)
-        tcache_flush_all(tls_tcache);
+        tcache_flush_all(tcache_mine());
     return arg != NULL ? arena_destroy((unsigned)c->idx[0]) : arena_reset((unsigned)c->idx[0], tls_arena);
 }
 
@@ -475,6 +475,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.retained", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, retained, F_SIZE)},
     {"stats.metadata", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, metadata, F_SIZE)},
     {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
+    {"stats.tcache_reclaims", "uint64_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_reclaims, F_U64)},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),
     ARENA_STAT("muzzy_decay_ms", muzzy_decay_ms, F_I64_AS_SSIZE),

@@ -7,6 +7,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <string.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -170,4 +174,97 @@ void os_hint_hugepage(void *addr, size_t size, bool want)
 #else
     (void)addr, (void)size, (void)want;
 #endif
+}
+
+int os_thread_id(void) { return (int)syscall(SYS_gettid); }
+
+/* Futex operations that sleep (the others wake or requeue). */
+static bool futex_op_waits(unsigned long op)
+{
+    switch (op & FUTEX_CMD_MASK) {
+    case FUTEX_WAIT:
+    case FUTEX_WAIT_BITSET:
+    case FUTEX_LOCK_PI:
+    case FUTEX_WAIT_REQUEUE_PI:
+#ifdef FUTEX_LOCK_PI2
+    case FUTEX_LOCK_PI2:
+#endif
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool syscall_is_wait(long nr, unsigned long arg1)
+{
+#ifdef SYS_futex
+    if (nr == SYS_futex)
+        return futex_op_waits(arg1);
+#endif
+#ifdef SYS_futex_waitv
+    if (nr == SYS_futex_waitv)
+        return true;
+#endif
+#ifdef SYS_epoll_wait
+    if (nr == SYS_epoll_wait)
+        return true;
+#endif
+#ifdef SYS_epoll_pwait
+    if (nr == SYS_epoll_pwait)
+        return true;
+#endif
+#ifdef SYS_epoll_pwait2
+    if (nr == SYS_epoll_pwait2)
+        return true;
+#endif
+    (void)arg1;
+    return false;
+}
+
+/* Reads "nr arg0 arg1 ..." (nr in decimal, the arguments in hex); a
+ * running thread shows "running", one stopped outside a system call "-1". */
+bool os_thread_sleeps_in_wait(int tid)
+{
+    char path[48] = "/proc/self/task/";
+    char *w = path + 16;
+    char digits[12];
+    int n = 0;
+    unsigned v = (unsigned)tid;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0 && n < (int)sizeof(digits));
+    while (n > 0)
+        *w++ = digits[--n];
+    memcpy(w, "/syscall", sizeof("/syscall"));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[256];
+    ssize_t got = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (got <= 0)
+        return false;
+    buf[got] = 0;
+    char *q = buf;
+    if (*q < '0' || *q > '9')
+        return false;
+    long nr = 0;
+    while (*q >= '0' && *q <= '9')
+        nr = nr * 10 + (*q++ - '0');
+    unsigned long args[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        while (*q == ' ')
+            q++;
+        if (q[0] != '0' || q[1] != 'x')
+            return false;
+        q += 2;
+        for (;; q++) {
+            int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+            if (d < 0)
+                break;
+            args[i] = args[i] * 16 + (unsigned long)d;
+        }
+    }
+    return syscall_is_wait(nr, args[1]);
 }

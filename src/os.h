@@ -2,7 +2,8 @@
  * os.h - the only room that talks to the kernel about memory.
  * Owns: reserving aligned address space, returning it, purging pages
  * (MADV_FREE / MADV_DONTNEED), CPU count and the clock used by decay.
- * May call: mmap, munmap, madvise, sched_getaffinity, clock_gettime.
+ * May call: mmap, munmap, madvise, sched_getaffinity, clock_gettime, gettid,
+ * and read /proc/self/task/<tid>/syscall.
  */
 #ifndef DPM_OS_H
 #define DPM_OS_H
@@ -37,6 +38,14 @@ unsigned os_ncpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */
 size_t os_page_size(void);
 uint64_t os_now_ns(void);
+/* The kernel's id of the calling thread. */
+int os_thread_id(void);
+/* Whether thread tid of this process is, at the moment of the call,
+ * asleep in the kernel in a wait a signal handler may not make (a futex
+ * wait: mutexes, condition variables, semaphores, joins; epoll_wait), as
+ * /proc/self/task/<tid>/syscall shows. False when it runs, sleeps in any
+ * other system call, or /proc cannot tell. */
+bool os_thread_sleeps_in_wait(int tid);
 /* Transparent huge page hint for a range ("thp" option). */
 void os_hint_hugepage(void *addr, size_t size, bool want);
 

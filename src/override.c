@@ -118,7 +118,7 @@ LIBC_ENTRY int malloc_trim(size_t pad)
     (void)pad;
     if (!dpm_ready())
         return 0;
-    tcaches_reclaim_large(false, NULL);
+    tcaches_reclaim(false, NULL);
     size_t pages = 0;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {

@@ -7,6 +7,7 @@
 #include "conf.h"
 #include "error.h"
 #include "global.h"
+#include "os.h"
 
 #include <errno.h>
 #include <string.h>
@@ -129,6 +130,8 @@ arena_t *thread_arena(void)
     return a;
 }
 
+static void attach(tcache_t *tc);
+
 bool tcache_create_for_thread(void)
 {
     if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0 || mutex_all_held_here)
@@ -145,13 +148,36 @@ bool tcache_create_for_thread(void)
             return false;
     }
     tcache_reset(tc, arena);
+    tc->tls_slot = &tls_tcache;
+    tc->blocking = &mutex_blocking_here;
+    tc->tid = os_thread_id();
+    tc->idle_sig = 0;
+    tc->idle_since_ns = 0;
     mutex_lock(&tcaches_lock);
     list_push_front(&tcaches_live, &tc->link);
     mutex_unlock(&tcaches_lock);
-    tls_tcache = tc;
     tls_state = THREAD_CACHED;
     pthread_setspecific(g.thread_key, tc);
+    attach(tc);
     return true;
+}
+
+/* The calling thread starts using its cache tc. Under the lock a
+ * reclaimer holds while it empties tc (tcaches_reclaim): a reclaimer
+ * points tls_tcache away from tc before it looks at the thread, and this
+ * store must not undo that while it works. */
+static void attach(tcache_t *tc)
+{
+    mutex_lock(&tc->large.lock);
+    __atomic_store_n(&tls_tcache, tc, __ATOMIC_RELAXED);
+    mutex_unlock(&tc->large.lock);
+}
+
+tcache_t *tcache_reattach(void)
+{
+    tcache_t *tc = pthread_getspecific(g.thread_key);
+    attach(tc);
+    return tc;
 }
 
 /* ---- the size -> bin table --------------------------------------------- */
@@ -206,7 +232,7 @@ static bool bin_holds(const tcache_t *tc, unsigned bin, const void *p)
 
 void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
 {
-    tcache_t *own = tls_tcache;
+    tcache_t *own = tcache_mine();
     if (own != &tcache_empty && bin_holds(own, bin, p))
         dpm_misuse(call, p, what);
     bool found = false;
@@ -363,7 +389,7 @@ int thread_bind_arena(arena_t *a)
     if (!arena_bind_thread(a))
         return EINVAL;
     if (tls_state == THREAD_CACHED) {
-        tcache_t *tc = tls_tcache;
+        tcache_t *tc = tcache_mine();
         tcache_flush_all(tc);
         tc->arena = a;
     } else if (tls_state == THREAD_NOCACHE) {
@@ -386,15 +412,15 @@ void thread_tcache_enable(bool on)
     if (!on) {
         if (tls_state == THREAD_CACHED) {
             tcache_flush_all(tc);
-            tls_tcache = &tcache_empty;
+            __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
         }
         if (tls_state != THREAD_EXITING)
             tls_state = THREAD_NOCACHE;
         return;
     }
     if (tls_state == THREAD_NOCACHE && tc != NULL) {
-        tls_tcache = tc;
         tls_state = THREAD_CACHED;
+        attach(tc);
     } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {
         tls_state = THREAD_NEW;
         tcache_create_for_thread();
@@ -409,9 +435,9 @@ int thread_ncached_max_get(size_t size, size_t *out)
     if (tls_state != THREAD_CACHED)
         *out = 0;
     else if (c < NSMALL)
-        *out = c < g.tcache_nclasses ? tls_tcache->bins[c].ncached_max : 0;
+        *out = c < g.tcache_nclasses ? tcache_mine()->bins[c].ncached_max : 0;
     else
-        *out = tcache_large_slots_for(tls_tcache, size);
+        *out = tcache_large_slots_for(tcache_mine(), size);
     return 0;
 }
 
@@ -423,7 +449,7 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         tcache_create_for_thread();
     if (tls_state != THREAD_CACHED)
         return EPERM;
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = tcache_mine();
     if (size_hi > SMALL_MAX)   /* large classes in the range: the large cache's slots */
         tcache_large_set_slots(tc, n);
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
@@ -483,7 +509,7 @@ static void absorb_stats(const tcache_t *tc)
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;
-    tls_tcache = &tcache_empty;
+    __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
     tls_state = THREAD_EXITING;
     if (tc != NULL && tc != &tcache_empty) {
         tcache_flush_all(tc);
@@ -514,12 +540,118 @@ void tcaches_for_each_exited(void (*fn)(unsigned arena_index, const tc_exited_t 
     mutex_unlock(&tcaches_lock);
 }
 
-size_t tcaches_reclaim_large(bool idle_only, const arena_t *only)
+/* Sends tc's small bins and phased stashes home; the bytes. Called by
+ * the owner, or by a reclaimer while the owner sleeps outside dpmalloc
+ * and cannot touch them. */
+static size_t flush_small(tcache_t *tc)
+{
+    size_t bytes = 0;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        unsigned n = tc_bin_count(&tc->bins[c]);
+        bytes += (size_t)n * sc_size(c);
+        flush_oldest(tc, c, n);
+    }
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++) {
+        phased_stash_t *st = &tc->stashes[k];
+        if (st->bin != NULL)
+            bytes += (size_t)st->n * st->bin->objsize;
+        stash_flush(st);
+    }
+    return bytes;
+}
+
+/* A summary of tc's bins that changes whenever its owner pops or pushes
+ * (read racily: a reclaimer only uses it to see that nothing changed). */
+static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
+{
+    uint64_t sig = 0;
+    unsigned n = 0;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        const tc_bin_t *b = &tc->bins[c];
+        void **head = __atomic_load_n(&b->head, __ATOMIC_RELAXED);
+        uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
+        n += (uint16_t)(top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
+        sig = sig * 0x9e3779b97f4a7c15u + (uintptr_t)head;
+    }
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
+        n += __atomic_load_n(&tc->stashes[k].n, __ATOMIC_RELAXED);
+    *cached = n;
+    return sig;
+}
+
+/* Empties the small bins of another thread's cache while that thread
+ * sleeps. Its fast paths take no lock and no atomic, so the reclaimer
+ * first points the thread's tls_tcache at tcache_empty: from then on its
+ * malloc and free take the slow path, which puts the cache back under
+ * tc->large.lock (attach), held here throughout. Then it checks that the
+ * thread sleeps in a futex or epoll wait (os_thread_sleeps_in_wait), and
+ * not inside dpmalloc (mutex_blocking_here): the fast paths make no
+ * system call, and every sleep inside dpmalloc raises the flag, so the
+ * thread is in no allocator call, and the kernel's scheduling makes its
+ * last stores visible here and the switch of tls_tcache visible to it
+ * when it wakes. A signal handler may not sleep in those waits (they are
+ * not async-signal-safe), so the sleep is not one inside an interrupted
+ * malloc either. Anything else (running, other system calls, /proc
+ * unreadable) leaves the bins alone. Under the thread sanitizer, which
+ * cannot see the ordering the kernel gives, only large caches are
+ * reclaimed. */
+static uint64_t reclaims;
+
+uint64_t tcaches_reclaims(void) { return __atomic_load_n(&reclaims, __ATOMIC_RELAXED); }
+
+static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns)
+{
+#if DPM_TSAN
+    (void)tc, (void)idle_only, (void)now_ns;
+    return 0;
+#else
+    unsigned cached;
+    uint64_t sig = bins_signature(tc, &cached);
+    if (cached == 0)
+        return 0;
+    if (!mutex_trylock(&tc->large.lock))
+        return 0;
+    size_t bytes = 0;
+    if (idle_only) {
+        if (sig != tc->idle_sig || tc->idle_since_ns == 0) {
+            tc->idle_sig = sig;
+            tc->idle_since_ns = now_ns;
+            goto out;
+        }
+        uint64_t wait_ns = opt.dirty_decay_ms > 0 ? (uint64_t)opt.dirty_decay_ms * 1000000u : 0;
+        if (opt.dirty_decay_ms < 0 || now_ns - tc->idle_since_ns < wait_ns)
+            goto out;
+    }
+    if (!os_thread_sleeps_in_wait(tc->tid))
+        goto out;
+    __atomic_store_n(tc->tls_slot, &tcache_empty, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!os_thread_sleeps_in_wait(tc->tid) || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0)
+        goto out;   /* its next slow path puts the cache back as it is */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    bytes = flush_small(tc);
+    __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
+    tc->idle_sig = 0;
+    tc->idle_since_ns = 0;
+out:
+    mutex_unlock(&tc->large.lock);
+    return bytes;
+#endif
+}
+
+size_t tcaches_reclaim(bool idle_only, const arena_t *only)
 {
     size_t sent = 0;
+    uint64_t now = os_now_ns();
+    tcache_t *own = tls_state == THREAD_CACHED ? tcache_mine() : NULL;
+    if (own != NULL && !idle_only)
+        sent += flush_small(own);
     mutex_lock(&tcaches_lock);
-    list_for_each(tcache_t, tc, &tcaches_live, link)
+    list_for_each(tcache_t, tc, &tcaches_live, link) {
         sent += tcache_large_flush(tc, idle_only, only);
+        if (tc != own)
+            sent += reclaim_small(tc, idle_only, now);
+    }
     mutex_unlock(&tcaches_lock);
     return sent;
 }
@@ -562,6 +694,7 @@ void tcaches_postfork_child(void)
         tcache_t *tc = list_item(n, tcache_t, link);
         mutex_reinit(&tc->large.lock);
         if (tc == survivor) {
+            tc->tid = os_thread_id();
             list_push_front(&tcaches_live, &tc->link);
             continue;
         }

@@ -122,6 +122,14 @@ typedef struct tcache {
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
     list_node_t link;           /* on the live or the exited caches */
+    /* For reclaimers (tcaches_reclaim), set by the owner at creation: */
+    struct tcache **tls_slot;   /* the owner's tls_tcache */
+    const uint32_t *blocking;   /* the owner's mutex_blocking_here */
+    int tid;                    /* the owner's kernel thread id */
+    /* reclaimers only, under large.lock: the bins' state at the last
+     * pass, and since when it has not changed */
+    uint64_t idle_sig;
+    uint64_t idle_since_ns;
     uint32_t events;
     uint32_t gc_next;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
@@ -228,10 +236,27 @@ DPM_INLINE unsigned tcache_bin_for(const tcache_t *tc, const span_t *s)
 
 enum thread_state { THREAD_NEW = 0, THREAD_CACHED = 1, THREAD_EXITING = 2, THREAD_NOCACHE = 3 };
 
+/* The calling thread's cache, &tcache_empty if it has none, or if a
+ * reclaimer took the cache's blocks while the thread slept (see
+ * tcaches_reclaim): the next slow path puts it back (tcache_mine). The
+ * fast paths read it with a relaxed load (a plain move): a reclaimer
+ * writes it from another thread. */
 extern __thread tcache_t *tls_tcache;
 extern __thread uint8_t tls_state;
 extern __thread arena_t *tls_arena;
 extern tcache_t tcache_empty;
+
+/* Puts back the calling thread's cache after a reclaimer emptied it. */
+tcache_t *tcache_reattach(void) DPM_NOINLINE;
+/* The calling thread's cache, as every path but the fast ones must read
+ * it: one a reclaimer took away is put back first. */
+DPM_INLINE tcache_t *tcache_mine(void)
+{
+    tcache_t *tc = __atomic_load_n(&tls_tcache, __ATOMIC_RELAXED);
+    if (unlikely(tc == &tcache_empty) && tls_state == THREAD_CACHED)
+        tc = tcache_reattach();
+    return tc;
+}
 
 /* Number of cached classes for a tcache_max. */
 unsigned tcache_classes_for(size_t tcache_max);
@@ -289,8 +314,18 @@ size_t tcache_large_bytes(const tcache_t *tc);
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
 /* thread.tcache.ncached_max.write for large classes (flushes first). */
 void tcache_large_set_slots(tcache_t *tc, unsigned n);
-/* tcache_large_flush on every live thread's cache; returns the bytes. */
-size_t tcaches_reclaim_large(bool idle_only, const arena_t *only);
+/* Takes cached memory from every live thread's cache (the caller's
+ * included), without those threads' help, and returns the bytes sent
+ * home: large caches (tcache_large_flush; those of arena `only`, or all
+ * if NULL), and the small bins and phased stashes of each thread that is
+ * asleep in a wait outside dpmalloc (os_thread_sleeps_in_wait and
+ * mutex_blocking_here; with `only`, all its classes). idle_only: only
+ * caches unused since the previous call, and small bins unused for
+ * dirty_decay_ms (background thread); otherwise at once (malloc_trim,
+ * arena.<i>.purge). */
+size_t tcaches_reclaim(bool idle_only, const arena_t *only);
+/* How many times tcaches_reclaim emptied a sleeping thread's small bins. */
+uint64_t tcaches_reclaims(void);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
 /* Counts a slow-path event; every TC_GC_EVERY trims one bin. */

@@ -14,6 +14,7 @@
 #include <dpmalloc.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -285,15 +286,23 @@ static inline bool spawn_mode_at(const char *file, int line, char *self, const c
 /* ---- memory ---- */
 
 /* Resident set size of this process in bytes (from /proc/self/statm). */
+/* Resident bytes from /proc/self/statm, read without allocating (stdio
+ * would malloc and free a FILE, which callers that measure the heap must
+ * not do). */
 static inline size_t rss_bytes(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    if (f == NULL)
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0)
         return 0;
-    if (fscanf(f, "%lu %lu", &size, &res) != 2)
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    unsigned long size = 0, res = 0;
+    if (sscanf(buf, "%lu %lu", &size, &res) != 2)
         res = 0;
-    fclose(f);
     return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
