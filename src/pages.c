@@ -345,14 +345,17 @@ static span_t *find_run(page_heap_t *ph, size_t need, bool zero)
     return NULL;
 }
 
-/* Splits [from, from+npages) off free run r as a new free run of r's state. */
-static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uintptr_t from, size_t npages)
+/* Splits [from, from+npages) off free run r, which stays filed, as a new
+ * free run of r's state and age: right behind r in the decay order. */
+static void split_off_free(page_heap_t *ph, span_t *piece, span_t *r, uintptr_t from, size_t npages)
 {
     span_reset(piece, ph, r->seg, SPAN_FREE, from, npages);
     piece->state = r->state;
     piece->freed_at_ns = r->freed_at_ns;
     map_ends(piece);
-    run_file(ph, piece);
+    runs_insert(&ph->free_runs[r->state], piece);
+    if (state_decays(r->state))
+        list_insert_after(&ph->lru[r->state], &r->lru, &piece->lru);
 }
 
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
