@@ -632,8 +632,8 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->grew = 0;
     s->size_class = c;
     /* large blocks are cached by the thread cache's large cache, which
-     * the free slow path reaches: no bin tag */
-    ph_set_tcache_class(s, TC_NONE);
+     * the free slow path reaches: no bin tag (ph_alloc maps them so) */
+    dpm_assert(s->tcache_class == TC_NONE);
     s->type_id = req->type_id;
     type_count_alloc(req->type_id, usable);
     large_stats_t *ls = &a->large[c - NSMALL];

@@ -67,6 +67,18 @@ DPM_INLINE void list_push_back(list_t *l, list_node_t *n)
     first->prev = n;
 }
 
+/* Links n right after pos, a node of l. */
+DPM_INLINE void list_insert_after(list_t *l, list_node_t *pos, list_node_t *n)
+{
+    n->next = pos->next;
+    n->prev = pos;
+    if (pos->next != NULL)
+        pos->next->prev = n;
+    else
+        l->first->prev = n;   /* n is the new last */
+    pos->next = n;
+}
+
 DPM_INLINE void list_remove(list_t *l, list_node_t *n)
 {
     list_node_t *first = l->first;

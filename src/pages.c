@@ -345,14 +345,17 @@ static span_t *find_run(page_heap_t *ph, size_t need, bool zero)
     return NULL;
 }
 
-/* Splits [from, from+npages) off free run r as a new free run of r's state. */
-static void split_off_free(page_heap_t *ph, span_t *piece, const span_t *r, uintptr_t from, size_t npages)
+/* Splits [from, from+npages) off free run r, which stays filed, as a new
+ * free run of r's state and age: right behind r in the decay order. */
+static void split_off_free(page_heap_t *ph, span_t *piece, span_t *r, uintptr_t from, size_t npages)
 {
     span_reset(piece, ph, r->seg, SPAN_FREE, from, npages);
     piece->state = r->state;
     piece->freed_at_ns = r->freed_at_ns;
     map_ends(piece);
-    run_file(ph, piece);
+    runs_insert(&ph->free_runs[r->state], piece);
+    if (state_decays(r->state))
+        list_insert_after(&ph->lru[r->state], &r->lru, &piece->lru);
 }
 
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
@@ -377,26 +380,41 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
     uintptr_t start = r->start + ((req->phase - r->start) & (req->align - 1));
     size_t head_pages = (start - r->start) >> LG_PAGE;
     size_t tail_pages = r->npages - head_pages - req->npages;
-    span_t *head = head_pages != 0 ? pool_get(&ph->spans) : NULL;
-    span_t *tail = tail_pages != 0 ? pool_get(&ph->spans) : NULL;
-    if ((head_pages != 0 && head == NULL) || (tail_pages != 0 && tail == NULL)) {
-        if (head != NULL)
-            pool_put(&ph->spans, head);
-        errno = ENOMEM;
-        return NULL;
-    }
-    run_unfile(ph, r);
-    if (head != NULL)
-        split_off_free(ph, head, r, r->start, head_pages);
-    if (tail != NULL)
-        split_off_free(ph, tail, r, start + (req->npages << LG_PAGE), tail_pages);
-    *zeroed = r->state == RUN_CLEAN;
     segment_t *seg = r->seg;
-    span_reset(r, ph, seg, SPAN_LARGE, start, req->npages);
-    map_ends(r);
+    *zeroed = r->state == RUN_CLEAN;
+    span_t *block = r;
+    if (head_pages != 0 || tail_pages != 0) {
+        /* r stays filed as the first piece left over (its head, else its
+         * tail), keeping its place in the decay order and, unless its
+         * length slot changes, in its index list: a carve then writes one
+         * fresh descriptor (the block's) and the page-map entries of the
+         * new ends only, whatever the alignment. */
+        block = pool_get(&ph->spans);
+        span_t *tail = head_pages != 0 && tail_pages != 0 ? pool_get(&ph->spans) : NULL;
+        if (block == NULL || (head_pages != 0 && tail_pages != 0 && tail == NULL)) {
+            if (block != NULL)
+                pool_put(&ph->spans, block);
+            errno = ENOMEM;
+            return NULL;
+        }
+        if (tail != NULL)
+            split_off_free(ph, tail, r, start + (req->npages << LG_PAGE), tail_pages);
+        if (head_pages != 0) {
+            runs_resize(&ph->free_runs[r->state], r, head_pages);
+            map_page(span_end(r) - PAGE, r);
+        } else {
+            r->start = start + (req->npages << LG_PAGE);
+            runs_resize(&ph->free_runs[r->state], r, tail_pages);
+            map_page(r->start, r);
+        }
+    } else {
+        run_unfile(ph, r);
+    }
+    span_reset(block, ph, seg, SPAN_LARGE, start, req->npages);
+    map_ends(block);
     seg->free_pages -= req->npages;
     ph->active_pages += req->npages;
-    return r;
+    return block;
 }
 
 span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)

@@ -63,7 +63,7 @@ typedef struct page_request {
 } page_request_t;
 
 void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options);
-/* A new span of kind SPAN_LARGE covering req, with first and last page
+/* A new span of kind SPAN_LARGE covering req, tcache_class TC_NONE, with first and last page
  * mapped, or NULL (errno = ENOMEM). *zeroed tells if it reads as zero. */
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed);
 /* Takes back an active span (slab or large) as a dirty free run; returns

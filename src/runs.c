@@ -64,6 +64,19 @@ void runs_remove(run_index_t *ix, span_t *run)
     ix->npages -= run->npages;
 }
 
+void runs_resize(run_index_t *ix, span_t *run, size_t npages)
+{
+    slot_t from = slot_of_length(run->npages), to = slot_of_length(npages);
+    if (from.fl != to.fl || from.sl != to.sl) {
+        runs_remove(ix, run);
+        run->npages = npages;
+        runs_insert(ix, run);
+        return;
+    }
+    ix->npages = ix->npages - run->npages + npages;
+    run->npages = npages;
+}
+
 /* Best fit in two O(1) steps. The list of the request's own length slot
  * may hold runs shorter than the request (a slot spans 1/8 of its length
  * class), so only its head is looked at: if it fits, no run in a smaller

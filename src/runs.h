@@ -29,6 +29,10 @@ typedef struct run_index {
 void runs_init(run_index_t *ix);
 void runs_insert(run_index_t *ix, span_t *run);
 void runs_remove(run_index_t *ix, span_t *run);
+/* Changes the length of a filed run to npages (its start is the
+ * caller's): it moves to another list only if its slot changes, and keeps
+ * its place otherwise. O(1). */
+void runs_resize(run_index_t *ix, span_t *run, size_t npages);
 /* A run of at least npages pages, or NULL: the head of the request's own
  * length slot if it fits, else the head of the first slot whose members
  * all fit. No smaller slot can hold a fitting run, so the result is the

@@ -7,6 +7,9 @@
  *   - purging in batches: runs taken for a purge are busy (never handed
  *     out, grown into or merged) until filed back; a batch is bounded in
  *     runs and pages; the pages released are reported;
+ *   - carving keeps age: what is left of a free run after a block is cut
+ *     from it (aligned or not) keeps the run's place in the decay order,
+ *     so decay still finds it oldest first;
  *   - hugetlb segments: runs without a whole huge page are retained with
  *     no kernel call and never retried; with real huge pages (if the
  *     system has some), a purge never destroys live data next to the run
@@ -294,7 +297,7 @@ static void test_real_hugetlb(void)
         uint64_t calls = hp->npurge_calls;
         ph_decay(hp, 2000000000, 0, 0);
         EXPECT_TRUE(((unsigned char *)q->start)[0] == 0xef, "live data next to a purged hugetlb run lost");
-        ph_decay(hp, 3000000000u, 0, 0);
+        ph_decay(hp, 13000000000u, 0, 0);
         EXPECT_EQ_U(hp->npurge_calls, calls);
         r.npages = 16;
         span_t *z = ph_alloc(hp, &r, &zeroed);
@@ -312,6 +315,46 @@ static void test_real_hugetlb(void)
     mutex_unlock(&h->lock);
 }
 
+/* Two dirty runs, A (40 pages, freed at 11 s) and B (64 pages, 12 s),
+ * kept apart by live blocks; a block is cut from A (best fit), once
+ * plainly and once aligned. At 12.5 s a 1 s dirty decay is due for what is
+ * left of A but not for B: decay walks oldest first and stops at the first
+ * run that is not due, so A's rest must still come before B. */
+static void test_carve_keeps_age(size_t npages, size_t align)
+{
+    page_heap_t *saved_ph = ph;
+    arena_t *saved_arena = arena;
+    ph = fresh_heap(false);   /* nothing else to merge with or to fit */
+    mutex_lock(&arena->lock);
+    span_t *a = alloc_pages(40), *sep1 = alloc_pages(1), *b = alloc_pages(64), *sep2 = alloc_pages(1);
+    uintptr_t a_start = a->start;
+    ph_free(ph, a, 11000000000u);
+    ph_free(ph, b, 12000000000u);
+    page_request_t r = {.npages = npages, .align = align, .phase = 0};
+    bool zeroed;
+    span_t *cut = ph_alloc(ph, &r, &zeroed);
+    EXPECT_TRUE(cut != NULL && cut->start >= a_start && span_end(cut) <= a_start + 40 * PAGE,
+                "the block was not cut from the best-fitting run");
+    check("after a carve");
+    purge_batch_t batch;
+    size_t taken = ph_purge_take(ph, 12500000000u, 1000, 0, PH_PURGE_MAX_PAGES, &batch);
+    EXPECT_TRUE(taken == 40 - npages, "decay took %zu pages, expected the %zu left of the older run", taken,
+                40 - npages);
+    ph_purge_run(&batch);
+    ph_purge_finish(ph, &batch, 12500000000u);
+    check("after the purge");
+    ph_free(ph, cut, 13000000000u);
+    ph_free(ph, sep1, 13000000000u);
+    ph_free(ph, sep2, 13000000000u);
+    ph_decay(ph, 15000000000u, 0, 0);
+    EXPECT_EQ_U(ph->active_pages, 0);
+    EXPECT_EQ_U(ph->nsegments, 0);
+    check("after freeing all");
+    mutex_unlock(&arena->lock);
+    ph = saved_ph;
+    arena = saved_arena;
+}
+
 int main(void)
 {
     dpm_free(dpm_malloc(1));   /* brings the allocator up */
@@ -321,6 +364,8 @@ int main(void)
     test_busy_runs();
     test_batch_bounds();
     test_hugetlb_rules();
+    test_carve_keeps_age(20, PAGE);
+    test_carve_keeps_age(4, 4 * PAGE);
     EXPECT_TRUE(os_lazy_purge_supported(), "MADV_FREE probe failed on a kernel that has it");
     mutex_lock(&arena->lock);
     ph_decay(ph, 5000000000u, 0, 0);
