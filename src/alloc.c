@@ -494,6 +494,20 @@ static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
     return arena_block(a, size, align, zero, true, type_id_of(type));
 }
 
+void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return fail_nomem();
+    arena_t *mine = thread_arena();
+    if (a == NULL)
+        a = mine;
+    if (a == NULL)
+        return fail_nomem();
+    if (type == 0 && a == mine)
+        return aligned_at_impl(size, align, 0, zero);
+    return arena_block(a, size, align, zero, type != 0, type);
+}
+
 /* ---- public dpm_ API --------------------------------------------------- */
 
 DPM_EXPORT void *dpm_malloc(size_t size) { return alloc_fast(size); }
