@@ -498,6 +498,8 @@ void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
+    if (a == NULL && type == 0)
+        return aligned_at_impl(size, align, 0, zero);
     arena_t *mine = thread_arena();
     if (a == NULL)
         a = mine;

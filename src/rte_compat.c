@@ -186,6 +186,9 @@ static void *rte_alloc(const char *type, size_t size, unsigned align, int socket
     heap_ref_t h;
     if (!args_ok(size, align, &al))
         return NULL;
+    /* the common call: untyped, any socket, dpmalloc's own memory */
+    if (socket == DPM_RTE_SOCKET_ID_ANY && !have_backend && (type == NULL || type[0] == '\0'))
+        return own_socket_alloc(0, size, al, 0, zero);
     if (!resolve(socket, &h))
         return fail(EINVAL);
     return heap_alloc(&h, type_id_of(type), size, al, zero);
