@@ -603,3 +603,13 @@ DPM_EXPORT void *dpm_malloc_arena(unsigned arena, size_t size, size_t align)
     }
     return arena_block(a, size, align, false, false, 0);
 }
+
+DPM_EXPORT int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, unsigned *arena)
+{
+    if (src == NULL || src->alloc == NULL || arena == NULL)
+        return EINVAL;
+    if (!dpm_ready())
+        return ENOMEM;
+    page_source_t ps = {.alloc = src->alloc, .free = src->free, .purge = src->purge, .ctx = src->ctx};
+    return arena_create_manual(name, &ps, -1, arena);
+}
