@@ -5,6 +5,7 @@
  * call and no sized free: the nearest equivalents are used and noted.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,10 +71,17 @@ const struct backend *rte_backend_open(void)
                     "--no-pci", "--no-telemetry",   "-l",          "0",
                     "--no-shconf", "--file-prefix", "dpmbench",    "--log-level=error",
                     NULL};
+    /* EAL pins the calling thread to lcore 0; the workloads' threads pin
+     * themselves over every CPU this process was given, as for the
+     * other backends */
+    cpu_set_t allowed;
+    int have_allowed = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
     if (rte_eal_init((int)(sizeof argv / sizeof argv[0]) - 1, argv) < 0) {
         fprintf(stderr, "dpmbench: rte_eal_init failed (run as root?)\n");
         return NULL;
     }
+    if (have_allowed)
+        sched_setaffinity(0, sizeof allowed, &allowed);
     return &rte_backend;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "dpmalloc.h"
+#include "dpmalloc/rte_compat.h"
 #include "dpmbench.h"
 
 /* ---- dpmalloc native ------------------------------------------------------ */
@@ -48,6 +49,54 @@ static const struct backend dpm_backend = {
     .usable_size = dpm_usable,
     .trim = dpm_trim,
     .note_trim = "trim = arena.<i>.purge for every arena",
+};
+
+/* ---- dpmalloc's rte_malloc layer ---------------------------------------------- */
+
+static void *dpm_rte_alloc(size_t size) { return dpm_rte_malloc(NULL, size, 0); }
+
+static void *dpm_rte_alloc_aligned(size_t size, size_t align)
+{
+    return dpm_rte_malloc(NULL, size, (unsigned)align);
+}
+
+/* As for rte_malloc: one alignment unit of slack, shifted by the offset. */
+static void *dpm_rte_alloc_aligned_at(size_t size, size_t align, size_t offset)
+{
+    char *base = dpm_rte_malloc(NULL, size + align, (unsigned)align);
+    return base ? base + (align - offset % align) % align : NULL;
+}
+
+static void *dpm_rte_realloc_aligned(void *p, size_t size, size_t align)
+{
+    return dpm_rte_realloc(p, size, (unsigned)align);
+}
+
+static void dpm_rte_free_sized(void *p, size_t size)
+{
+    (void)size;
+    dpm_rte_free(p);
+}
+
+static void dpm_rte_free_aligned_at(void *p, size_t align, size_t offset)
+{
+    (void)offset;
+    if (align < 64)
+        align = 64;
+    dpm_rte_free((void *)((uintptr_t)p & ~(uintptr_t)(align - 1)));
+}
+
+static const struct backend dpm_rte_backend = {
+    .name = "dpm-rte",
+    .alloc = dpm_rte_alloc,
+    .alloc_aligned = dpm_rte_alloc_aligned,
+    .alloc_aligned_at = dpm_rte_alloc_aligned_at,
+    .realloc_aligned = dpm_rte_realloc_aligned,
+    .free = dpm_rte_free,
+    .free_sized = dpm_rte_free_sized,
+    .free_aligned_at = dpm_rte_free_aligned_at,
+    .note_aligned_at = "aligned_at = dpm_rte_malloc(size+align, align) shifted by the offset",
+    .note_free_sized = "free_sized = dpm_rte_free",
 };
 
 /* ---- libc API ------------------------------------------------------------- */
@@ -142,6 +191,8 @@ const struct backend *backend_open(enum backend_kind kind)
         return &libc_backend;
     case BACKEND_RTE:
         return rte_backend_open();
+    case BACKEND_DPM_RTE:
+        return &dpm_rte_backend;
     }
     return NULL;
 }
@@ -228,14 +279,14 @@ int discover_backends(struct backend_spec *out, int max, const char *dpm_preload
 {
     int n = 0;
     add_spec(out, &n, max,
-             (struct backend_spec){"dpmalloc", BACKEND_NATIVE_DPM, NULL, NULL, DPMALLOC_VERSION});
+             (struct backend_spec){"dpmalloc", BACKEND_NATIVE_DPM, NULL, NULL, DPMALLOC_VERSION, 0});
     add_spec(out, &n, max,
              (struct backend_spec){"dpm-preload", BACKEND_LIBC, dpm_preload,
                                    dpm_preload && access(dpm_preload, R_OK) == 0
                                        ? NULL
                                        : "build/libdpmalloc.so not built",
-                                   DPMALLOC_VERSION});
-    add_spec(out, &n, max, (struct backend_spec){"glibc", BACKEND_LIBC, NULL, NULL, ""});
+                                   DPMALLOC_VERSION, 0});
+    add_spec(out, &n, max, (struct backend_spec){"glibc", BACKEND_LIBC, NULL, NULL, "", 0});
     snprintf(out[n - 1].version, sizeof out[n - 1].version, "%s", libc_version());
     for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++) {
         char *path = find_library(peers[i].libs);
@@ -244,7 +295,7 @@ int discover_backends(struct backend_spec *out, int max, const char *dpm_preload
                  peers[i].package);
         add_spec(out, &n, max,
                  (struct backend_spec){peers[i].name, BACKEND_LIBC, path,
-                                       path ? NULL : why[i], ""});
+                                       path ? NULL : why[i], "", 0});
         if (path)
             package_version(peers[i].package, out[n - 1].version, sizeof out[n - 1].version);
     }
@@ -254,6 +305,8 @@ int discover_backends(struct backend_spec *out, int max, const char *dpm_preload
                                        ? NULL
                                        : "not compiled: install libdpdk-dev (pkg-config "
                                          "libdpdk) and re-run cmake",
-                                   DPMBENCH_DPDK_VERSION});
+                                   DPMBENCH_DPDK_VERSION, 0});
+    add_spec(out, &n, max,
+             (struct backend_spec){"dpm-rte", BACKEND_DPM_RTE, NULL, NULL, DPMALLOC_VERSION, 1});
     return n;
 }

@@ -46,7 +46,7 @@ struct backend {
 
 /* How a backend is run: natively in the child, or by preloading a library
  * into a child that uses the libc API. */
-enum backend_kind { BACKEND_NATIVE_DPM, BACKEND_LIBC, BACKEND_RTE };
+enum backend_kind { BACKEND_NATIVE_DPM, BACKEND_LIBC, BACKEND_RTE, BACKEND_DPM_RTE };
 
 struct backend_spec {
     const char *name;        /* column name */
@@ -54,9 +54,10 @@ struct backend_spec {
     const char *preload;     /* LD_PRELOAD path or NULL */
     const char *missing;     /* why it is unavailable, or NULL */
     char version[48];        /* package or library version when known */
+    int opt_in;              /* runs only the workloads that name it */
 };
 
-#define MAX_BACKENDS 8
+#define MAX_BACKENDS 10
 int discover_backends(struct backend_spec *out, int max, const char *dpm_preload);
 const struct backend *backend_open(enum backend_kind kind);
 void backend_close(enum backend_kind kind);
@@ -92,6 +93,9 @@ struct workload {
     /* runs its programs in fresh processes of its own and reports their
      * RSS itself: the child's process rows would describe only the driver */
     int own_processes;
+    /* comma-separated backends it runs on; NULL: every backend but the
+     * opt-in ones */
+    const char *backends;
 };
 
 extern const struct workload workloads[];
@@ -112,6 +116,8 @@ int run_churn(struct bench_ctx *ctx);
 int run_contention(struct bench_ctx *ctx);
 int run_memory(struct bench_ctx *ctx);
 int run_memory_program(struct bench_ctx *ctx);
+int run_seed_single(struct bench_ctx *ctx);
+int run_seed_threads(struct bench_ctx *ctx);
 
 /* ---- time, CPUs, process usage (sys.c) ------------------------------------ */
 

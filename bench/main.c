@@ -24,32 +24,38 @@
 
 const struct workload workloads[] = {
     {"frag", "5 batches x 2000 aligned allocs, no frees: ns per call per batch (seed 000)",
-     run_frag, 0},
-    {"bulk", "1000 allocs, memset each, free all: ns per alloc and per free", run_bulk, 0},
+     run_frag, 0, NULL},
+    {"bulk", "1000 allocs, memset each, free all: ns per alloc and per free", run_bulk, 0, NULL},
     {"nobulk", "alloc, memset, 5 us busy wait, free: ns per alloc+free (wait excluded)",
-     run_nobulk, 0},
+     run_nobulk, 0, NULL},
     {"realloc", "alloc s, realloc 2s, realloc 4s, free, memset after each: ns per iteration "
-                "(memset excluded)", run_realloc, 0},
+                "(memset excluded)", run_realloc, 0, NULL},
     {"threads", "one pinned thread per core: N x alloc(4096, 4096) with 5 us waits, then N "
-                "frees: us per thread", run_threads, 0},
+                "frees: us per thread", run_threads, 0, NULL},
     {"tunnels", "VPP GTP-U: tunnel + rewrite vector (align 64 at offset 4) + route each: "
-                "clocks per call, RSS over requested bytes (seed 002)", run_tunnels, 0},
+                "clocks per call, RSS over requested bytes (seed 002)", run_tunnels, 0, NULL},
     {"counters", "per-thread 24-byte counters: packed, padded, one malloc(24) per thread: "
-                 "increments per second (seed 001)", run_counters, 0},
+                 "increments per second (seed 001)", run_counters, 0, NULL},
     {"larson", "Larson server: threads replace random 16-1024 B objects, each generation "
-               "inherits the last one's objects", run_larson, 0},
+               "inherits the last one's objects", run_larson, 0, NULL},
     {"prodcons", "producer/consumer: one thread allocates, another checks and frees",
-     run_prodcons, 0},
+     run_prodcons, 0, NULL},
     {"cache-scratch", "passive false sharing: each thread frees a block handed to it, then "
-                      "allocates, writes and frees 8-byte blocks", run_cache_scratch, 0},
+                      "allocates, writes and frees 8-byte blocks", run_cache_scratch, 0, NULL},
     {"cache-thrash", "active false sharing: each thread allocates, writes and frees 8-byte "
-                     "blocks", run_cache_thrash, 0},
-    {"churn", "random sizes 16 B-16 KiB through shared slots: frees by any thread", run_churn, 0},
+                     "blocks", run_cache_thrash, 0, NULL},
+    {"churn", "random sizes 16 B-16 KiB through shared slots: frees by any thread", run_churn, 0, NULL},
     {"contention", "4 threads per CPU on one arena, then on exclusive arenas (arenas.create + "
-                   "thread.arena): throughput and lock waits (seed 004)", run_contention, 0},
+                   "thread.arena): throughput and lock waits (seed 004)", run_contention, 0, NULL},
+    {"seed", "seed 000's single-thread table: bulk alloc/free, no-bulk, realloc x sizes 64 B-512 "
+             "KiB x align 64/4096; DPDK rte_malloc, dpmalloc's rte_ layer, dpmalloc native",
+     run_seed_single, 0, "rte_malloc,dpm-rte,dpmalloc"},
+    {"seed-threads", "seed 000's 16-thread table: T threads, each N x alloc(4096, 4096) with 5 us "
+                     "waits, then N frees; T = cores and T = 16", run_seed_threads, 0,
+     "rte_malloc,dpm-rte,dpmalloc"},
     {"memory", "what stays resident: idle threads, stepwise shrink, big then small, holes, "
                "aligned-at offsets, a consumer thread; each program in a fresh process, RSS "
-               "from /proc/self/statm", run_memory, 1},
+               "from /proc/self/statm", run_memory, 1, NULL},
 };
 const int workload_count = (int)(sizeof workloads / sizeof workloads[0]);
 
@@ -81,6 +87,8 @@ static int parse_kind(const char *s, enum backend_kind *kind)
         *kind = BACKEND_LIBC;
     else if (strcmp(s, "rte") == 0)
         *kind = BACKEND_RTE;
+    else if (strcmp(s, "dpm-rte") == 0)
+        *kind = BACKEND_DPM_RTE;
     else
         return -1;
     return 0;
@@ -216,6 +224,7 @@ static void print_backends(FILE *out, const struct run *run)
                 : s->preload ? s->preload
                 : s->kind == BACKEND_NATIVE_DPM ? "native dpm_ API (linked)"
                 : s->kind == BACKEND_RTE        ? "DPDK rte_malloc, EAL in the child"
+                : s->kind == BACKEND_DPM_RTE    ? "dpmalloc's rte_malloc layer (dpm_rte_*), seed tables only"
                                                 : "libc malloc of this system");
     }
 }
@@ -261,9 +270,12 @@ static int run_parent(const struct options *o, int argc, char **argv)
     describe_machine(stdout, 0);
     print_backends(stdout, &run);
     for (int b = 0; b < run.nbe; b++)
-        pr.total += run.be[b].missing ? 0 : run.nwr;
+        for (int i = 0; i < run.nwr; i++)
+            pr.total += !run.be[b].missing && workload_runs_on(run.wr[i].w, &run.be[b]);
     for (int i = 0; i < run.nwr; i++) {
         for (int b = 0; b < run.nbe; b++) {
+            if (!workload_runs_on(run.wr[i].w, &run.be[b]))
+                continue;
             if (run.be[b].missing)
                 run.wr[i].status[b] = RUN_UNAVAILABLE;
             else

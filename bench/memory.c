@@ -339,6 +339,7 @@ static void exec_program(const struct bench_ctx *ctx, int index)
     char program[16], rounds[16], threads[16], hz[32], budget[32];
     const char *kind = ctx->kind == BACKEND_NATIVE_DPM ? "dpm"
                        : ctx->kind == BACKEND_RTE      ? "rte"
+                       : ctx->kind == BACKEND_DPM_RTE  ? "dpm-rte"
                                                        : "libc";
     const char *mode = ctx->mode == MODE_FULL    ? "--full"
                        : ctx->mode == MODE_QUICK ? "--quick"

@@ -47,18 +47,19 @@ static void end_line(FILE *out, const struct table_style *st)
     fputs(st->markdown ? "|\n" : "\n", out);
 }
 
-static void header_line(FILE *out, const struct table_style *st, const struct run *run)
+static void header_line(FILE *out, const struct table_style *st, const struct run *run,
+                        const struct workload_result *wr)
 {
     cell(out, st, "case / metric [unit]", st->label_width, 1);
     for (int b = 0; b < run->nbe; b++)
-        if (backend_usable(run, b))
+        if (column_shown(run, wr, b))
             cell(out, st, run->be[b].name, 11, 0);
     end_line(out, st);
     if (!st->markdown)
         return;
     fputs("|---", out);
     for (int b = 0; b < run->nbe; b++)
-        if (backend_usable(run, b))
+        if (column_shown(run, wr, b))
             fputs("|--:", out);
     end_line(out, st);
 }
@@ -93,7 +94,7 @@ static void ratio_line(FILE *out, const struct table_style *st, const struct run
     for (int b = 0; b < run->nbe; b++) {
         double ratio;
         char v[32] = "-";
-        if (!backend_usable(run, b))
+        if (!column_shown(run, wr, b))
             continue;
         if (ratio_vs_reference(run, wr, b, &ratio) == 0)
             snprintf(v, sizeof v, "%.2fx", ratio);
@@ -110,18 +111,18 @@ static void notes_lines(FILE *out, const struct table_style *st, const struct ru
     if (wr->about[0])
         fprintf(out, "%s%s\n", dash, wr->about);
     for (int b = 0; b < run->nbe; b++) {
-        if (!backend_usable(run, b))
+        if (!column_shown(run, wr, b))
             continue;
         if (wr->status[b] == RUN_FAILED)
             fprintf(out, "%s%s FAILED: %s\n", dash, run->be[b].name, wr->why[b]);
         int seen = 0;
         for (int e = 0; e < b && !seen; e++)
-            seen = backend_usable(run, e) && !strcmp(wr->notes[e], wr->notes[b]);
+            seen = column_shown(run, wr, e) && !strcmp(wr->notes[e], wr->notes[b]);
         if (!wr->notes[b][0] || seen)
             continue;
         fputs(dash, out);
         for (int e = b, first = 1; e < run->nbe; e++)
-            if (backend_usable(run, e) && !strcmp(wr->notes[e], wr->notes[b])) {
+            if (column_shown(run, wr, e) && !strcmp(wr->notes[e], wr->notes[b])) {
                 fprintf(out, "%s%s", first ? "" : ", ", run->be[e].name);
                 first = 0;
             }
@@ -132,14 +133,14 @@ static void notes_lines(FILE *out, const struct table_style *st, const struct ru
 static void render_table(FILE *out, const struct table_style *st, const struct run *run,
                          const struct workload_result *wr)
 {
-    header_line(out, st, run);
+    header_line(out, st, run, wr);
     for (int i = 0; i < wr->nrows; i++) {
         const struct metric_row *r = &wr->rows[i];
         char label[96];
         snprintf(label, sizeof label, "%s / %s [%s]", r->case_name, r->metric, r->unit);
         cell(out, st, label, st->label_width, 1);
         for (int b = 0; b < run->nbe; b++)
-            if (backend_usable(run, b))
+            if (column_shown(run, wr, b))
                 value_cell(out, st, wr, r, b);
         end_line(out, st);
     }
@@ -455,6 +456,7 @@ static void markdown_backends(FILE *f, const struct run *run)
                 : s->preload ? display_path(s->preload)
                 : s->kind == BACKEND_NATIVE_DPM ? "dpm_ API, linked statically (dpmalloc_plain)"
                 : s->kind == BACKEND_RTE ? "DPDK rte_malloc, EAL --no-huge -m 2048 --no-pci"
+                : s->kind == BACKEND_DPM_RTE ? "dpmalloc's rte_malloc layer (dpm_rte_*, dpmalloc/rte_compat.h), linked; seed tables only"
                                          : "the system's malloc (LD_PRELOAD unset)");
     }
 }

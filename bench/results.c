@@ -50,6 +50,28 @@ struct metric_row *row_for(struct workload_result *wr, const char *case_name, co
 
 int backend_usable(const struct run *run, int b) { return !run->be[b].missing; }
 
+/* A workload's table shows the usable backends that it ran on (opt-in
+ * backends only run the workloads that name them). */
+int column_shown(const struct run *run, const struct workload_result *wr, int b)
+{
+    return backend_usable(run, b) && wr->status[b] != RUN_NOT_RUN;
+}
+
+int workload_runs_on(const struct workload *w, const struct backend_spec *be)
+{
+    if (w->backends == NULL)
+        return !be->opt_in;
+    size_t len = strlen(be->name);
+    for (const char *p = w->backends; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && !strncmp(p, be->name, len))
+            return 1;
+        p += n + (end ? 1 : 0);
+    }
+    return 0;
+}
+
 /* dpmalloc's native column, if it ran successfully for this workload. */
 int reference_backend(const struct run *run, const struct workload_result *wr)
 {

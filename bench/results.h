@@ -76,6 +76,8 @@ struct metric_row *row_for(struct workload_result *wr, const char *case_name,
 const struct metric_row *find_row(const struct workload_result *wr, const char *case_name,
                                   const char *metric);
 int backend_usable(const struct run *run, int b);
+int column_shown(const struct run *run, const struct workload_result *wr, int b);
+int workload_runs_on(const struct workload *w, const struct backend_spec *be);
 int reference_backend(const struct run *run, const struct workload_result *wr);
 int ratio_vs_reference(const struct run *run, const struct workload_result *wr, int b,
                        double *ratio);

@@ -115,6 +115,7 @@ static void exec_child(const struct options *o, const struct backend_spec *spec,
     char rounds[16], threads[16], hz[32], budget[32];
     const char *kind = spec->kind == BACKEND_NATIVE_DPM ? "dpm"
                        : spec->kind == BACKEND_RTE      ? "rte"
+                       : spec->kind == BACKEND_DPM_RTE  ? "dpm-rte"
                                                         : "libc";
     const char *mode = o->mode == MODE_FULL ? "--full" : o->mode == MODE_QUICK ? "--quick"
                                                                                : "--smoke";

@@ -19,6 +19,7 @@
 #ifndef DPMALLOC_H
 #define DPMALLOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -197,6 +198,56 @@ void *dpm_realloc_typed(const char *type, void *p, size_t size, size_t align) DP
  *   or ENOMEM.
  */
 void *dpm_malloc_arena(unsigned arena, size_t size, size_t align) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(2);
+
+/* ---- page sources ---------------------------------------------------------- */
+
+/**
+ * Where a sourced arena's memory comes from (jemalloc's extent hooks in
+ * spirit): the arena asks for segments of 4 MiB multiples, carves every
+ * block (small and large) out of them, and gives whole segments back.
+ *
+ * The callbacks are user code and are called with no dpmalloc lock held:
+ * they may allocate (from any arena, this one too: then beware of
+ * recursing into alloc without bound), call dpm_ctl and dpm_stats_print.
+ * alloc is called by the thread whose allocation needs a new segment;
+ * free and purge by whichever thread runs the arena's decay, purge or
+ * destroy. A destroy or reset of the arena asked for from inside its own
+ * purge callback fails with EBUSY. See docs/numa.md ("Page sources").
+ */
+typedef struct dpm_page_source {
+    /* size bytes at a multiple of align (both multiples of 4 MiB), or NULL.
+     * Set *zeroed to true when the memory reads as zero. */
+    void *(*alloc)(void *ctx, size_t size, size_t align, bool *zeroed);
+    /* Takes back a whole range alloc returned (same addr and size). May be NULL: never given back. */
+    void (*free)(void *ctx, void *addr, size_t size);
+    /* Drops the contents of whole pages inside an allocated range; true if
+     * they now read as zero. May be NULL: such pages are never purged (pinned/DMA memory). */
+    bool (*purge)(void *ctx, void *addr, size_t size);
+    void *ctx;
+} dpm_page_source_t;
+
+/**
+ * Creates a manual arena whose segments come from src (copied). 0 and the new index in *arena, or an errno value.
+ *
+ * The arena is a manual arena like one from "arenas.create": allocate from
+ * it with dpm_malloc_arena, or bind a thread to it ("thread.arena"), whose
+ * thread cache then serves it; reset and destroy it with
+ * "arena.<i>.reset" / "arena.<i>.destroy", which give every segment back
+ * through src->free. Allocations that need a segment the source refuses
+ * fail with ENOMEM. Decay purges free pages through src->purge (never, if
+ * NULL) and gives wholly free segments back through src->free.
+ *
+ * @param name
+ *   A name for the statistics (NULL: none; first 31 characters count).
+ * @param src
+ *   The source; alloc must not be NULL.
+ * @param arena
+ *   Where the new arena's index is stored.
+ * @return
+ *   0, EINVAL (src or its alloc NULL, arena NULL), EAGAIN (all 4096
+ *   arenas exist) or ENOMEM.
+ */
+int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, unsigned *arena);
 
 /* ---- control and statistics ---------------------------------------------- */
 

@@ -500,6 +500,22 @@ static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
     return arena_block(a, size, align, zero, true, type_id_of(type));
 }
 
+void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return fail_nomem();
+    if (a == NULL && type == 0)
+        return aligned_at_impl(size, align, 0, zero);
+    arena_t *mine = thread_arena();
+    if (a == NULL)
+        a = mine;
+    if (a == NULL)
+        return fail_nomem();
+    if (type == 0 && a == mine)
+        return aligned_at_impl(size, align, 0, zero);
+    return arena_block(a, size, align, zero, type != 0, type);
+}
+
 /* ---- public dpm_ API --------------------------------------------------- */
 
 DPM_EXPORT void *dpm_malloc(size_t size) { return alloc_fast(size); }
@@ -592,4 +608,14 @@ DPM_EXPORT void *dpm_malloc_arena(unsigned arena, size_t size, size_t align)
         return NULL;
     }
     return arena_block(a, size, align, false, false, 0);
+}
+
+DPM_EXPORT int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, unsigned *arena)
+{
+    if (src == NULL || src->alloc == NULL || arena == NULL)
+        return EINVAL;
+    if (!dpm_ready())
+        return ENOMEM;
+    page_source_t ps = {.alloc = src->alloc, .free = src->free, .purge = src->purge, .ctx = src->ctx};
+    return arena_create_manual(name, &ps, -1, arena);
 }

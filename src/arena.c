@@ -37,15 +37,21 @@ static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroye
  * reused. A reused slot keeps only its descriptor pools (their memory is
  * metadata that was never given back); counters, special bins and names
  * start over. */
-static void arena_fresh_state(arena_t *a, const char *name, bool reused)
+static void arena_fresh_state(arena_t *a, const char *name, bool reused, const page_source_t *src, int node)
 {
     pool_t spans = a->ph.spans, type_arrays = a->ph.type_arrays;
     special_table_t *special = a->special;
     memset((char *)a + offsetof(arena_t, ph), 0, sizeof(*a) - offsetof(arena_t, ph));
     mutex_init(&a->special_lock);
-    page_options_t po = {.hugepages = opt.hugepages,
-                         .thp = (int8_t)(opt.thp == THP_ALWAYS ? 1 : opt.thp == THP_NEVER ? -1 : 0)};
+    page_options_t po = {.hugepages = opt.hugepages && src == NULL,
+                         .lg_hugepage = (uint8_t)opt.lg_hugepage,
+                         .thp = (int8_t)(opt.thp == THP_ALWAYS ? 1 : opt.thp == THP_NEVER ? -1 : 0),
+                         .node = node,
+                         .sourced = src != NULL};
+    if (src != NULL)
+        po.source = *src;
     ph_init(&a->ph, a, &po);
+    a->node = node;
     if (reused) {
         a->ph.spans = spans;
         a->ph.type_arrays = type_arrays;
@@ -65,7 +71,7 @@ static void arena_fresh_state(arena_t *a, const char *name, bool reused)
         bin_init(&a->bins[c], a, c, 0, bin_tag(a, c), false);
 }
 
-static arena_t *arena_create(unsigned index, bool manual, const char *name)
+static arena_t *arena_create(unsigned index, bool manual, const char *name, const page_source_t *src, int node)
 {
     arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
     if (a == NULL)
@@ -77,19 +83,19 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name)
     a->destroyed = false;
     a->nthreads = 0;
     a->incarnation = 0;
-    arena_fresh_state(a, name, false);
+    arena_fresh_state(a, name, false, src, node);
     return a;
 }
 
 /* A destroyed slot made new, under arenas_lock. Its lock is held
  * meanwhile: an ENOMEM retry on another thread may be purging every
  * arena, this one included. */
-static void arena_reuse(arena_t *a, const char *name)
+static void arena_reuse(arena_t *a, const char *name, const page_source_t *src, int node)
 {
     mutex_lock(&a->purge_lock);   /* a purge that found the old arena is done */
     mutex_lock(&a->lock);
     a->incarnation++;
-    arena_fresh_state(a, name, true);
+    arena_fresh_state(a, name, true, src, node);
     a->lock.n_acquired = a->lock.n_contended = a->lock.wait_ns_total = a->lock.wait_ns_max = 0;
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
@@ -116,7 +122,7 @@ arena_t *arena_get(unsigned index)
         return NULL;   /* in fork's prepare window: no lock the handlers did not take */
     mutex_lock(&arenas_lock);
     a = arenas[index];
-    if (a == NULL && (a = arena_create(index, false, NULL)) != NULL)
+    if (a == NULL && (a = arena_create(index, false, NULL, NULL, -1)) != NULL)
         arena_publish(index, a);
     mutex_unlock(&arenas_lock);
     return a;
@@ -129,7 +135,7 @@ arena_t *arena_choose(void)
     return a != NULL ? a : arena_get(0);
 }
 
-int arena_create_manual(const char *name, unsigned *out)
+int arena_create_manual(const char *name, const page_source_t *src, int node, unsigned *out)
 {
     int err = EAGAIN;
     if (mutex_all_held_here)
@@ -140,8 +146,8 @@ int arena_create_manual(const char *name, unsigned *out)
         if (a != NULL && !a->destroyed)
             continue;
         if (a != NULL)
-            arena_reuse(a, name);
-        else if ((a = arena_create(i, true, name)) == NULL) {
+            arena_reuse(a, name, src, node);
+        else if ((a = arena_create(i, true, name, src, node)) == NULL) {
             err = ENOMEM;
             break;
         }
@@ -240,20 +246,55 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
 
 /* ---- slabs: bin fills and flushes -------------------------------------- */
 
+/* A segment from a's page source, added to its heap: called with no lock
+ * held (the source is user code), so the caller must look for room again
+ * afterwards. False when the source had none (errno = ENOMEM). */
+static bool arena_grow_from_source(arena_t *a, size_t bytes)
+{
+    bool zeroed;
+    const page_source_t *src = &a->ph.options.source;
+    void *mem = ph_source_alloc(src, bytes, &zeroed);
+    if (mem == NULL)
+        return false;
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    bool added = ph_add_segment(&a->ph, mem, bytes, zeroed, true, false);
+    mutex_unlock_elidable(&a->lock, held);
+    if (!added && src->free != NULL)
+        src->free(src->ctx, mem, bytes);
+    if (!added)
+        errno = ENOMEM;
+    return added;
+}
+
+/* ph_alloc under a->lock (held: the caller's elision decision), with the
+ * ENOMEM retry after purging every arena. A sourced arena's heap never
+ * maps memory itself: it fails with *need_bytes set, and the caller,
+ * once it has dropped its locks, calls arena_grow_from_source and tries
+ * again. */
+static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t *req, bool *zeroed,
+                          size_t *need_bytes)
+{
+    span_t *s = ph_alloc_or_ask(&a->ph, req, zeroed, need_bytes);
+    if (s == NULL && *need_bytes == 0 && !a->ph.options.sourced) {
+        int saved_errno = errno;   /* a failed first try must not leak ENOMEM into a success */
+        mutex_unlock_elidable(&a->lock, *held);
+        arenas_release_free_memory();
+        *held = mutex_lock_elidable(&a->lock);
+        s = ph_alloc(&a->ph, req, zeroed);
+        errno = saved_errno;
+    }
+    return s;
+}
+
 /* A new slab for bin from a's page heap, formatted and mapped, or NULL
- * when out of memory. Bin lock held; takes the arena lock (bin -> arena). */
-static span_t *slab_make(arena_t *a, const bin_t *bin)
+ * when out of memory (*need_bytes set: a sourced arena needs a segment
+ * first). Bin lock held; takes the arena lock (bin -> arena). */
+static span_t *slab_make(arena_t *a, const bin_t *bin, size_t *need_bytes)
 {
     page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
     bool zeroed;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
-    span_t *s = ph_alloc(&a->ph, &req, &zeroed);
-    if (s == NULL) {
-        mutex_unlock_elidable(&a->lock, held);
-        arenas_release_free_memory();
-        held = mutex_lock_elidable(&a->lock);
-        s = ph_alloc(&a->ph, &req, &zeroed);
-    }
+    span_t *s = heap_alloc(a, &held, &req, &zeroed, need_bytes);
     if (s != NULL && bin->typed) {
         s->type_ids = pool_get(&a->ph.type_arrays);
         if (s->type_ids != NULL)
@@ -269,7 +310,8 @@ static span_t *slab_make(arena_t *a, const bin_t *bin)
         arena_tick(a);
     }
     mutex_unlock_elidable(&a->lock, held);
-    arena_purge_if_due(a);
+    if (!a->ph.options.sourced)   /* a source's purge runs once the bin lock is dropped */
+        arena_purge_if_due(a);
     return s;
 }
 
@@ -282,15 +324,28 @@ static void slab_release(arena_t *a, span_t *s)
     ph_free(&a->ph, s, a->clock_ns);
     arena_after_free(a);
     mutex_unlock_elidable(&a->lock, held);
-    arena_purge_if_due(a);
+    if (!a->ph.options.sourced)
+        arena_purge_if_due(a);
 }
 
 unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
 {
+    arena_t *a = bin->arena;
     lock_elided_t held = mutex_lock_elidable(&bin->lock);
     unsigned n = bin_take(bin, out, want);
     while (n < want) {
-        span_t *s = slab_make(bin->arena, bin);
+        size_t need_bytes;
+        span_t *s = slab_make(a, bin, &need_bytes);
+        if (s == NULL && need_bytes != 0) {
+            /* the page source is user code: called with no lock held */
+            mutex_unlock_elidable(&bin->lock, held);
+            bool grown = arena_grow_from_source(a, need_bytes);
+            held = mutex_lock_elidable(&bin->lock);
+            if (grown) {
+                n += bin_take(bin, out + n, want - n);   /* others may have filled it meanwhile */
+                continue;
+            }
+        }
         if (s == NULL)
             break;
         bin_add_slab(bin, s);
@@ -298,6 +353,8 @@ unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
     }
     bin_count_fill(bin, n);
     mutex_unlock_elidable(&bin->lock, held);
+    if (a->ph.options.sourced)
+        arena_purge_if_due(a);
     return n;
 }
 
@@ -311,6 +368,8 @@ void arena_bin_flush(void **objs, unsigned n)
         for (list_node_t *s; (s = list_pop_front(&emptied)) != NULL;)
             slab_release(bin->arena, list_item(s, span_t, link));
         mutex_unlock_elidable(&bin->lock, held);
+        if (bin->arena->ph.options.sourced)
+            arena_purge_if_due(bin->arena);
     }
 }
 
@@ -346,23 +405,36 @@ static void forget_typed_blocks(const span_t *s)
             type_count_free(s->type_ids[i], s->objsize);
 }
 
-/* Gives every page of a back at once; arenas_lock held. */
-static void release_all(arena_t *a)
+/* Gives every page of a back at once; arenas_lock held. A sourced
+ * arena's segments go to *give_back (with a copy of its source in *src),
+ * for the caller to hand to the source once arenas_lock is dropped.
+ * EBUSY while a source's purge call for a is under way (it runs without
+ * purge_lock; it may be the caller). */
+static int release_all(arena_t *a, list_t *give_back, page_source_t *src)
 {
+    int err = 0;
     mutex_lock(&a->special_lock);
     lock_all_bins(a, true);
     mutex_lock(&a->purge_lock);   /* no runs are out of the heap being purged */
     mutex_lock(&a->lock);
+    if (a->purges_in_flight != 0) {
+        err = EBUSY;
+        goto out;
+    }
     forget_all_bins(a);
     ph_release_all(&a->ph, forget_typed_blocks);
     for (unsigned c = 0; c < NLARGE_STATS; c++) {
         a->large[c].nfree = a->large[c].nmalloc;
         a->large[c].live_bytes = 0;
     }
+    ph_take_given_back(&a->ph, give_back);
+    *src = a->ph.options.source;
+out:
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
     lock_all_bins(a, false);
     mutex_unlock(&a->special_lock);
+    return err;
 }
 
 /* Reset (destroy false) or destroy of the arena at index, refused while
@@ -376,20 +448,22 @@ static int release_arena(unsigned index, uint32_t may_be_bound, bool destroy)
     if (index >= MAX_ARENAS)
         return ENOENT;
     int err = 0;
+    list_t give_back = {0};
+    page_source_t src = {0};
     mutex_lock(&arenas_lock);
     arena_t *a = arenas[index];
     if (a == NULL || a->destroyed)
         err = ENOENT;
-    else if (!a->manual)
-        err = EPERM;
+    else if (!a->manual || a->node >= 0)
+        err = EPERM;   /* automatic and node arenas serve every thread */
     else if (__atomic_load_n(&a->nthreads, __ATOMIC_ACQUIRE) > may_be_bound)
         err = EBUSY;
-    if (err == 0) {
-        release_all(a);
-        if (destroy)
-            __atomic_store_n(&a->destroyed, true, __ATOMIC_RELEASE);
-    }
+    if (err == 0)
+        err = release_all(a, &give_back, &src);
+    if (err == 0 && destroy)
+        __atomic_store_n(&a->destroyed, true, __ATOMIC_RELEASE);
     mutex_unlock(&arenas_lock);
+    ph_source_give_back(&src, &give_back);
     return err;
 }
 
@@ -467,6 +541,42 @@ void arena_after_free(arena_t *a)
         arena_tick(a);
 }
 
+/* Step 2 of a purge batch (purge_lock held by the caller). A page
+ * source's purge is user code: for it purge_lock is dropped and the batch
+ * counted in purges_in_flight instead, which makes a reset or destroy of a
+ * refuse with EBUSY meanwhile (waiting could deadlock: the callback itself
+ * may ask for one). Other purgers take disjoint runs, so batches may
+ * overlap in time. */
+static void run_purge_calls(arena_t *a, purge_batch_t *b)
+{
+    if (b->source == NULL) {
+        ph_purge_run(b);
+        return;
+    }
+    mutex_lock(&a->lock);
+    a->purges_in_flight++;
+    mutex_unlock(&a->lock);
+    mutex_unlock(&a->purge_lock);
+    ph_purge_run(b);
+    mutex_lock(&a->purge_lock);
+    mutex_lock(&a->lock);
+    a->purges_in_flight--;
+    mutex_unlock(&a->lock);
+}
+
+/* Hands segments a sourced arena let go to its source's free. Called with
+ * purge_lock held, which keeps the source (the slot's) from being
+ * rewritten by a reuse: the free runs with purge_lock dropped, on a copy. */
+static void give_back_segments(arena_t *a, list_t *segments)
+{
+    if (list_empty(segments))
+        return;
+    page_source_t src = a->ph.options.source;
+    mutex_unlock(&a->purge_lock);
+    ph_source_give_back(&src, segments);
+    mutex_lock(&a->purge_lock);
+}
+
 /* One purge batch: runs are taken out of the heap under the arena lock,
  * purged with it dropped, and filed back under it again. purge_lock is
  * held throughout (the caller took it). Returns pages released; *taken
@@ -474,17 +584,22 @@ void arena_after_free(arena_t *a)
 static size_t purge_batch(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms, bool *taken)
 {
     purge_batch_t batch;
+    list_t give_back = {0};
     mutex_lock(&a->lock);
     uint64_t now = a->clock_ns;
     ph_purge_take(&a->ph, now, dirty_ms, muzzy_ms, SIZE_MAX, &batch);
+    ph_take_given_back(&a->ph, &give_back);   /* runs retained at once may free segments */
     mutex_unlock(&a->lock);
     *taken = batch.n != 0;
-    if (batch.n == 0)
-        return 0;
-    ph_purge_run(&batch);
-    mutex_lock(&a->lock);
-    size_t released = ph_purge_finish(&a->ph, &batch, now);
-    mutex_unlock(&a->lock);
+    size_t released = 0;
+    if (batch.n != 0) {
+        run_purge_calls(a, &batch);
+        mutex_lock(&a->lock);
+        released = ph_purge_finish(&a->ph, &batch, now);
+        ph_take_given_back(&a->ph, &give_back);
+        mutex_unlock(&a->lock);
+    }
+    give_back_segments(a, &give_back);
     return released;
 }
 
@@ -549,7 +664,10 @@ void arenas_release_free_memory(void)
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (a != NULL && !is_destroyed(a))
+        /* a source's memory is not the kernel's: purging it frees no
+         * address space, and its calls must not run under the caller's
+         * locks (this runs with a bin lock held) */
+        if (a != NULL && !is_destroyed(a) && !a->ph.options.sourced)
             arena_purge_all(a);
     }
 }
@@ -582,7 +700,7 @@ static void zero_large(span_t *s, size_t size)
     uintptr_t from = s->base;
     size_t in_page = s->base - s->start;
     /* (not in hugetlb segments: madvise there works on whole huge pages) */
-    if (size >= ZERO_BY_PURGE_MIN && in_page == 0 && !s->seg->hugetlb &&
+    if (size >= ZERO_BY_PURGE_MIN && in_page == 0 && !s->seg->hugetlb && !s->seg->sourced && !s->seg->reserved &&
         os_purge_now((void *)s->start, round_up(size, PAGE)) == PURGE_ZEROED)
         return;
     memset((void *)from, 0, size);
@@ -610,15 +728,15 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     size_t usable = large_usable_for(req->size, in_page);
     pr.npages = (usable + in_page) >> LG_PAGE;
     bool zeroed;
+    size_t need_bytes;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
-    span_t *s = ph_alloc(&a->ph, &pr, &zeroed);
-    if (s == NULL) {
-        int saved_errno = errno;   /* a failed first try must not leak ENOMEM into a success */
+    span_t *s;
+    while ((s = heap_alloc(a, &held, &pr, &zeroed, &need_bytes)) == NULL && need_bytes != 0) {
         mutex_unlock_elidable(&a->lock, held);
-        arenas_release_free_memory();
+        bool grown = arena_grow_from_source(a, need_bytes);
         held = mutex_lock_elidable(&a->lock);
-        s = ph_alloc(&a->ph, &pr, &zeroed);
-        errno = saved_errno;
+        if (!grown)
+            break;
     }
     if (s == NULL) {
         mutex_unlock_elidable(&a->lock, held);
@@ -671,10 +789,13 @@ static bool take_run_for_purge(arena_t *a, span_t *r, size_t min_bytes, purge_ba
 
 static void purge_taken_runs(arena_t *a, purge_batch_t *b)
 {
-    ph_purge_run(b);
+    list_t give_back = {0};
+    run_purge_calls(a, b);
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     ph_purge_finish(&a->ph, b, a->clock_ns);
+    ph_take_given_back(&a->ph, &give_back);
     mutex_unlock_elidable(&a->lock, held);
+    give_back_segments(a, &give_back);
     mutex_unlock(&a->purge_lock);
 }
 

@@ -72,6 +72,8 @@ typedef struct arena {
     uint64_t clock_at_cycles;      /* cpu_cycles() when clock_ns was read */
     uint64_t last_decay_ns;
     uint32_t ticks;
+    int node;                      /* NUMA node arena (dpm_malloc_socket), else -1 */
+    uint32_t purges_in_flight;     /* page-source purge calls under way (lock) */
     int64_t dirty_decay_ms, muzzy_decay_ms;
     bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */
     large_stats_t large[NLARGE_STATS];
@@ -99,9 +101,11 @@ bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
 /* Calls fn on every special bin of a: under a->special_lock for a stable
  * view (fork, reset), or racily (stats: a bin made meanwhile may be missed). */
 void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *arg);
-/* arenas.create: a new arena (reusing a destroyed slot), index in *out.
+/* arenas.create: a new arena (reusing a destroyed slot), index in *out;
+ * its segments come from src (copied) if not NULL, and are bound to NUMA
+ * node `node` if >= 0 (a node arena: never reset or destroyed).
  * 0, EAGAIN when all MAX_ARENAS exist, ENOMEM. */
-int arena_create_manual(const char *name, unsigned *out);
+int arena_create_manual(const char *name, const page_source_t *src, int node, unsigned *out);
 /* Counts one more thread in a (thread.arena), unless a was destroyed:
  * then false. Atomic with respect to reset and destroy. */
 bool arena_bind_thread(arena_t *a);

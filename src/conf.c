@@ -59,6 +59,7 @@ static void set_defaults(void)
     opt.oversize_threshold = (size_t)32 << 20;
     opt.dirty_decay_ms = 10000;
     opt.muzzy_decay_ms = 0;
+    opt.lg_hugepage = 21;
 }
 
 typedef struct token {
@@ -175,6 +176,11 @@ static bool apply_option(const opt_desc_t *d, token_t val)
     bool b;
     switch (d->type) {
     case OPT_BOOL:
+        if (d->value == &opt.hugepages && (token_is(val, "1g") || token_is(val, "2m"))) {
+            opt.hugepages = true;
+            opt.lg_hugepage = token_is(val, "1g") ? 30 : 21;
+            return true;
+        }
         if (!parse_bool(val, &b))
             return false;
         *(bool *)d->value = b;

@@ -35,6 +35,7 @@ typedef struct dpm_opts {
     bool zero;
     bool secure;                      /* hardened: no caching, every check at once */
     bool hugepages;                   /* segments from explicit huge pages */
+    unsigned lg_hugepage;             /* their size: 21 (2 MiB) or 30 (1 GiB, hugepages:1g) */
     unsigned thp;
     uint32_t slab_pages[NSMALL];      /* 0: default shape */
     char slab_sizes[256];             /* as given, for opt.slab_sizes */

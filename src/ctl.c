@@ -108,7 +108,7 @@ static int h_arenas_create(const ctl_call_t *c, const void *arg)
     if (c->oldp == NULL || c->oldlenp == NULL || *c->oldlenp != sizeof(unsigned))
         return EINVAL;
     unsigned index;
-    int err = arena_create_manual(name, &index);
+    int err = arena_create_manual(name, NULL, -1, &index);
     return err != 0 ? err : read_out(c, &index, sizeof(index));
 }
 

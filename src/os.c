@@ -52,21 +52,30 @@ void *os_map_aligned(size_t size, size_t align)
     return (void *)aligned;
 }
 
-void *os_map_huge(size_t size, size_t align)
+void *os_map_huge(size_t size, size_t align) { return os_map_huge_sized(size, align, 21); }
+
+void *os_map_huge_sized(size_t size, size_t align, unsigned lg_hugepage)
 {
 #ifdef MAP_HUGETLB
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+    int page_flag = (int)lg_hugepage << MAP_HUGE_SHIFT;
+    if (size == 0 || (size & (((size_t)1 << lg_hugepage) - 1)) != 0)
+        return NULL;
     /* Reserve aligned address space, then put huge pages over it. */
     void *at = os_map_aligned(size, align);
     if (at == NULL)
         return NULL;
-    void *huge = mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_HUGETLB, -1, 0);
+    void *huge = mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_HUGETLB | page_flag,
+                      -1, 0);
     if (huge == MAP_FAILED) {
         munmap(at, size);
         return NULL;
     }
     return huge;
 #else
-    (void)size, (void)align;
+    (void)size, (void)align, (void)lg_hugepage;
     return NULL;
 #endif
 }
@@ -267,4 +276,44 @@ bool os_thread_sleeps_in_wait(int tid)
         }
     }
     return syscall_is_wait(nr, args[1]);
+
+/* From <linux/mempolicy.h>, which a libc build need not have. */
+#define DPM_MPOL_PREFERRED 1
+#define DPM_MAX_NODES 1024
+
+bool os_bind_node(void *addr, size_t size, int node)
+{
+    if (node < 0 || node >= DPM_MAX_NODES)
+        return false;
+    unsigned long mask[DPM_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
+    mask[(unsigned)node / (8 * sizeof(unsigned long))] = 1ul << ((unsigned)node % (8 * sizeof(unsigned long)));
+#ifdef SYS_mbind
+    if (syscall(SYS_mbind, addr, size, DPM_MPOL_PREFERRED, mask, (unsigned long)DPM_MAX_NODES + 1, 0ul) == 0)
+        return true;
+#else
+    (void)addr, (void)size;
+#endif
+    return false;
+}
+
+bool os_prefault(void *addr, size_t size, bool lock)
+{
+    size_t kp = os_page_size();
+    /* MAP_POPULATE was asked at the mapping where possible; touching
+     * makes sure (and a write breaks the shared zero page). */
+    for (size_t off = 0; off < size; off += kp) {
+        volatile char *p = (volatile char *)addr + off;
+        *p = *p;
+    }
+    return !lock || mlock(addr, size) == 0;
+}
+
+int os_current_cpu(void)
+{
+    unsigned cpu = 0;
+#ifdef SYS_getcpu
+    if (syscall(SYS_getcpu, &cpu, NULL, NULL) == 0)
+        return (int)cpu;
+#endif
+    return -1;
 }

@@ -18,7 +18,21 @@ void *os_map_aligned(size_t size, size_t align);
 /* The same from explicit huge pages (MAP_HUGETLB, 2 MiB); size and align
  * must be multiples of 2 MiB. NULL if the system has none to give. */
 void *os_map_huge(size_t size, size_t align);
+/* os_map_huge with huge pages of 1 << lg_hugepage bytes (21: 2 MiB, 30:
+ * 1 GiB, MAP_HUGE_2MB / MAP_HUGE_1GB); size and align multiples of it. */
+void *os_map_huge_sized(size_t size, size_t align, unsigned lg_hugepage);
 void os_unmap(void *addr, size_t size);
+/* Binds [addr, addr+size) to NUMA node `node` with the raw mbind syscall
+ * (MPOL_PREFERRED: see docs/numa.md). False if the kernel refused (no
+ * such node, no NUMA support): the pages then stay unbound, and the
+ * first refusal prints one warning. */
+bool os_bind_node(void *addr, size_t size, int node);
+/* Faults every page of the range in now (writes a zero byte per kernel
+ * page, which keeps its contents), and with lock mlocks it. False if
+ * mlock failed. */
+bool os_prefault(void *addr, size_t size, bool lock);
+/* The CPU the caller runs on now (getcpu syscall); -1 if unknown. */
+int os_current_cpu(void);
 /* What a purge achieved: nothing (the kernel refused, e.g. locked pages),
  * pages handed back whose contents may survive, or a range that now reads
  * as zero. Only the last lets a run count as clean. */

@@ -176,30 +176,45 @@ static size_t segment_growth_size(const page_heap_t *ph)
 
 /* hugepages:true: segments from the system's huge page pool; when it is
  * empty, one warning and ordinary pages from then on. */
-static segment_t *map_huge_segment(size_t size)
+static segment_t *map_huge_segment(size_t size, unsigned lg_hugepage)
 {
     static bool warned;
-    segment_t *seg = os_map_huge(size, SEG_UNIT);
+    segment_t *seg = os_map_huge_sized(size, SEG_UNIT, lg_hugepage);
     if (seg == NULL && !__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
         dpm_warn3("hugepages: no huge pages available (vm.nr_hugepages), using normal pages", NULL, NULL);
     return seg;
 }
 
-/* A new segment with one clean free run of at least usable_pages pages. */
-static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
+/* The size of the next segment for a request of usable_pages; 0 if that
+ * overflows. 1 GiB huge pages make segments whole huge pages. */
+static size_t next_segment_size(const page_heap_t *ph, size_t usable_pages)
 {
     size_t size = segment_size_for(usable_pages);
     if (size == 0)
-        return NULL;
+        return 0;
     if (size < segment_growth_size(ph))
         size = segment_growth_size(ph);
-    segment_t *seg = ph->options.hugepages ? map_huge_segment(size) : NULL;
-    bool hugetlb = seg != NULL;
-    if (seg == NULL)
-        seg = os_map_aligned(size, SEG_UNIT);
-    if (seg == NULL)
-        return NULL;
-    seg->hugetlb = hugetlb;
+    if (ph->options.hugepages && !ph->options.sourced) {
+        size_t huge = (size_t)1 << ph->options.lg_hugepage;
+        size = huge > SEG_UNIT ? round_up(size, huge) : size;
+    }
+    return size;
+}
+
+/* Makes mem (size bytes) a segment of ph with one free run over its
+ * pages: clean if it reads as zero, else retained (resident, contents
+ * unknown: reused before clean runs, never purged by decay until a
+ * neighbour's free makes it dirty). */
+static span_t *segment_init(page_heap_t *ph, void *mem, size_t size, bool zeroed, unsigned lg_hugepage,
+                            bool sourced, bool reserved)
+{
+    segment_t *seg = mem;
+    if (!zeroed)
+        memset(seg, 0, sizeof(*seg));
+    seg->hugetlb = lg_hugepage != 0;
+    seg->lg_hugepage = (uint8_t)lg_hugepage;
+    seg->sourced = sourced;
+    seg->reserved = reserved;
     seg->base = (uintptr_t)seg;
     seg->size = size;
     seg->npages = size >> LG_PAGE;
@@ -210,19 +225,88 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     if (run == NULL || !radix_publish(seg)) {
         if (run != NULL)
             pool_put(&ph->spans, run);
-        os_unmap(seg, size);
         errno = ENOMEM;
         return NULL;
     }
     seg->free_pages = npages;
-    if (ph->options.thp != 0 && !hugetlb)
-        os_hint_hugepage(seg, size, ph->options.thp > 0);
     run->kind = SPAN_FREE;
-    run->state = RUN_CLEAN;
+    run->state = zeroed && !reserved ? RUN_CLEAN : RUN_RETAINED;
     map_ends(run);
     run_file(ph, run);
     segment_link(ph, seg);
+    if (reserved)
+        ph->reserved_bytes += size;
     return run;
+}
+
+/* A new segment with one clean free run of at least usable_pages pages. */
+static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
+{
+    size_t size = next_segment_size(ph, usable_pages);
+    if (size == 0)
+        return NULL;
+    unsigned lg_huge = 0;
+    segment_t *seg = NULL;
+    if (ph->options.hugepages && (seg = map_huge_segment(size, ph->options.lg_hugepage)) != NULL)
+        lg_huge = ph->options.lg_hugepage;
+    if (seg == NULL && (seg = os_map_aligned(size, SEG_UNIT)) == NULL)
+        return NULL;
+    if (ph->options.node >= 0)
+        os_bind_node(seg, size, ph->options.node);
+    if (ph->options.thp != 0 && lg_huge == 0)
+        os_hint_hugepage(seg, size, ph->options.thp > 0);
+    span_t *run = segment_init(ph, seg, size, true, lg_huge, false, false);
+    if (run == NULL)
+        os_unmap(seg, size);
+    return run;
+}
+
+void *ph_source_alloc(const page_source_t *src, size_t size, bool *zeroed)
+{
+    *zeroed = false;
+    void *mem = src->alloc(src->ctx, size, SEG_UNIT, zeroed);
+    if (mem != NULL && ((uintptr_t)mem & (SEG_UNIT - 1)) != 0) {
+        dpm_warn3("page source: alloc returned a range not aligned to 4 MiB; given back", NULL, NULL);
+        if (src->free != NULL)
+            src->free(src->ctx, mem, size);
+        mem = NULL;
+    }
+    if (mem == NULL)
+        errno = ENOMEM;
+    return mem;
+}
+
+bool ph_add_segment(page_heap_t *ph, void *mem, size_t size, bool zeroed, bool sourced, bool reserved)
+{
+    return segment_init(ph, mem, size, zeroed, 0, sourced, reserved) != NULL;
+}
+
+void ph_take_given_back(page_heap_t *ph, list_t *out)
+{
+    for (list_node_t *n; (n = list_pop_front(&ph->to_give_back)) != NULL;)
+        list_push_back(out, n);
+}
+
+void ph_source_give_back(const page_source_t *src, list_t *list)
+{
+    for (list_node_t *n; (n = list_pop_front(list)) != NULL;) {
+        segment_t *seg = list_item(n, segment_t, link);
+        void *addr = (void *)seg->base;
+        size_t size = seg->size;   /* read before the header goes back with the memory */
+        if (src->free != NULL)
+            src->free(src->ctx, addr, size);
+    }
+}
+
+/* Gives an unlinked segment back: to the kernel, or (sourced) onto the
+ * list the caller hands to ph_source_give_back once its locks are
+ * dropped. */
+static void segment_let_go(page_heap_t *ph, segment_t *seg)
+{
+    if (seg->sourced)
+        list_push_back(&ph->to_give_back, &seg->link);
+    else
+        os_unmap(seg, seg->size);
 }
 
 /* Unmaps seg if every page of it is free and none of its runs waits for
@@ -232,7 +316,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
  * pages are free. */
 static bool segment_release_if_idle(page_heap_t *ph, segment_t *seg)
 {
-    if (seg->free_pages != seg->npages - seg->first_page)
+    if (seg->reserved || seg->free_pages != seg->npages - seg->first_page)
         return false;
     for (size_t i = seg->first_page; i < seg->npages;) {
         const span_t *r = radix_span(seg->base + (i << LG_PAGE));
@@ -249,7 +333,7 @@ static bool segment_release_if_idle(page_heap_t *ph, segment_t *seg)
         pool_put(&ph->spans, r);
     }
     segment_unlink(ph, seg);
-    os_unmap(seg, seg->size);
+    segment_let_go(ph, seg);
     return true;
 }
 
@@ -332,7 +416,8 @@ static span_t *find_run(page_heap_t *ph, size_t need, bool zero)
 {
     static const uint8_t reuse_order[RUN_NSTATES] = {RUN_DIRTY, RUN_RETAINED, RUN_MUZZY, RUN_CLEAN};
     static const uint8_t zero_order[RUN_NSTATES] = {RUN_CLEAN, RUN_DIRTY, RUN_RETAINED, RUN_MUZZY};
-    const uint8_t *order = zero ? zero_order : reuse_order;
+    /* With a reserve, zeroing resident pages beats faulting clean ones in. */
+    const uint8_t *order = zero && ph->reserved_bytes == 0 ? zero_order : reuse_order;
     ph->nsearches++;
     for (int k = 0; k < RUN_NSTATES; k++) {
         span_t *r = runs_find(&ph->free_runs[order[k]], need);
@@ -360,6 +445,13 @@ static void split_off_free(page_heap_t *ph, span_t *piece, span_t *r, uintptr_t 
 
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
 {
+    size_t need_bytes;
+    return ph_alloc_or_ask(ph, req, zeroed, &need_bytes);
+}
+
+span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed, size_t *need_bytes)
+{
+    *need_bytes = 0;
     dpm_check(req->npages >= 1);
     size_t slack = req->align > PAGE ? (req->align >> LG_PAGE) - 1 : 0;
     size_t need = req->npages + slack;
@@ -371,6 +463,11 @@ span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed)
      * No room is reserved for realloc; ph_grow takes a free neighbour when
      * a block actually grows. */
     span_t *r = find_run(ph, need, req->zero);
+    if (r == NULL && ph->options.sourced) {
+        *need_bytes = next_segment_size(ph, need);
+        errno = *need_bytes != 0 ? EAGAIN : ENOMEM;
+        return NULL;
+    }
     if (r == NULL)
         r = segment_create(ph, need);
     if (r == NULL) {
@@ -504,7 +601,9 @@ void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
             pool_put(&ph->spans, s);
         }
         segment_unlink(ph, seg);
-        os_unmap(seg, seg->size);
+        if (seg->reserved)
+            ph->reserved_bytes -= seg->size;
+        segment_let_go(ph, seg);
     }
     ph->active_pages = 0;
 }
@@ -516,8 +615,6 @@ static bool old_enough(const span_t *r, uint64_t now_ns, int64_t ms)
     return ms >= 0 && now_ns >= r->freed_at_ns && now_ns - r->freed_at_ns >= (uint64_t)ms * 1000000u;
 }
 
-/* The huge page size of MAP_HUGETLB segments (os_map_huge). */
-#define HUGE_PAGE ((uintptr_t)2 << 20)
 
 /* Out of the indexes, busy, with npages of its pages at most: the rest
  * stays filed where it was in the decay order. False if no descriptor
@@ -546,12 +643,17 @@ static bool take_busy(page_heap_t *ph, span_t *r, size_t npages)
  * segment only the whole huge pages inside it (a hugetlb madvise with an
  * unaligned start fails, and with a short length does nothing or, on
  * kernels 5.18 to 6.2, drops the rest of the huge page). False if none. */
-static bool purgeable_range(const span_t *r, uintptr_t *from, size_t *bytes)
+static bool purgeable_range(const page_heap_t *ph, const span_t *r, uintptr_t *from, size_t *bytes)
 {
     uintptr_t lo = r->start, hi = span_end(r);
-    if (r->seg->hugetlb) {
-        lo = (lo + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-        hi &= ~(HUGE_PAGE - 1);
+    const segment_t *seg = r->seg;
+    /* reserved memory stays faulted in; a source without purge is pinned */
+    if (seg->reserved || (seg->sourced && ph->options.source.purge == NULL))
+        return false;
+    if (seg->hugetlb) {
+        uintptr_t huge = (uintptr_t)1 << (seg->lg_hugepage != 0 ? seg->lg_hugepage : 21);
+        lo = (lo + huge - 1) & ~(huge - 1);
+        hi &= ~(huge - 1);
     }
     if (hi <= lo)
         return false;
@@ -587,7 +689,7 @@ static bool take_one(page_heap_t *ph, list_t *lru, uint64_t now_ns, int64_t ms, 
         return false;
     uintptr_t from;
     size_t bytes;
-    if (!purgeable_range(r, &from, &bytes)) {
+    if (!purgeable_range(ph, r, &from, &bytes)) {
         run_unfile(ph, r);
         retain(ph, r);
         return true;
@@ -595,14 +697,14 @@ static bool take_one(page_heap_t *ph, list_t *lru, uint64_t now_ns, int64_t ms, 
     size_t npages = r->npages < *budget ? r->npages : *budget;
     if (!take_busy(ph, r, npages))
         return false;
-    if (!purgeable_range(r, &from, &bytes)) {   /* the cut left no whole huge page */
+    if (!purgeable_range(ph, r, &from, &bytes)) {   /* the cut left no whole huge page */
         ph->busy_pages -= r->npages;
         retain(ph, r);
         return true;
     }
     *budget -= npages;
     b->item[b->n++] = (purge_item_t){.run = r, .from = from, .bytes = bytes,
-                                     .lazy = lazy && !r->seg->hugetlb, .got = PURGE_NONE};
+                                     .lazy = lazy && !r->seg->hugetlb && !r->seg->sourced, .got = PURGE_NONE};
     return true;
 }
 
@@ -610,19 +712,20 @@ size_t ph_purge_take_run(page_heap_t *ph, span_t *r, size_t min_bytes, purge_bat
 {
     size_t taken = 0;
     b->n = 0;
+    b->source = ph->options.sourced ? &ph->options.source : NULL;
     if (r == NULL || r->kind != SPAN_FREE || r->state != RUN_DIRTY || span_bytes(r) < min_bytes)
         return 0;
     while (r != NULL && b->n < PH_PURGE_MAX_RUNS) {
         uintptr_t from, rest_start;
         size_t bytes;
-        if (!purgeable_range(r, &from, &bytes))
+        if (!purgeable_range(ph, r, &from, &bytes))
             break;
         size_t npages = r->npages < PH_PURGE_MAX_PAGES ? r->npages : PH_PURGE_MAX_PAGES;
         bool more = npages < r->npages;
         rest_start = r->start + (npages << LG_PAGE);
         if (!take_busy(ph, r, npages))
             break;
-        if (!purgeable_range(r, &from, &bytes)) {   /* the cut left no whole huge page */
+        if (!purgeable_range(ph, r, &from, &bytes)) {   /* the cut left no whole huge page */
             ph->busy_pages -= r->npages;
             retain(ph, r);
             break;
@@ -642,6 +745,7 @@ size_t ph_purge_take(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t
     size_t budget = max_pages < PH_PURGE_MAX_PAGES ? max_pages : PH_PURGE_MAX_PAGES;
     size_t start = budget;
     b->n = 0;
+    b->source = ph->options.sourced ? &ph->options.source : NULL;
     ph->npurge_passes++;
     while (take_one(ph, &ph->lru[RUN_DIRTY], now_ns, dirty_ms, muzzy_ms != 0, &budget, b))
         ;
@@ -654,6 +758,11 @@ void ph_purge_run(purge_batch_t *b)
 {
     for (unsigned i = 0; i < b->n; i++) {
         purge_item_t *it = &b->item[i];
+        if (b->source != NULL) {
+            bool zeroed = b->source->purge(b->source->ctx, (void *)it->from, it->bytes);
+            it->got = zeroed ? PURGE_ZEROED : PURGE_LAZY;
+            continue;
+        }
         it->got = (uint8_t)(it->lazy ? os_purge_lazy((void *)it->from, it->bytes)
                                      : os_purge_now((void *)it->from, it->bytes));
     }

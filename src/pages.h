@@ -28,10 +28,25 @@
 #include "base.h"
 #include "runs.h"
 
-/* How new segments are mapped (the "hugepages" and "thp" options). */
+/* A user's page source (dpm_page_source_t, include/dpmalloc.h): its
+ * calls are user code and are made with no allocator lock held (see the
+ * ph_source_* calls below). */
+typedef struct page_source {
+    void *(*alloc)(void *ctx, size_t size, size_t align, bool *zeroed);
+    void (*free)(void *ctx, void *addr, size_t size);
+    bool (*purge)(void *ctx, void *addr, size_t size);
+    void *ctx;
+} page_source_t;
+
+/* How new segments are mapped (the "hugepages" and "thp" options, the
+ * NUMA node, or a page source). */
 typedef struct page_options {
     bool hugepages;   /* MAP_HUGETLB first, normal pages when none are left */
+    uint8_t lg_hugepage;  /* 21 (2 MiB) or 30 (1 GiB, "hugepages:1g") */
     int8_t thp;       /* 0: no hint; 1: MADV_HUGEPAGE; -1: MADV_NOHUGEPAGE */
+    int node;         /* >= 0: new segments are mbind'ed to this NUMA node */
+    bool sourced;     /* segments come from source, never from the kernel */
+    page_source_t source;
 } page_options_t;
 
 typedef struct page_heap {
@@ -44,6 +59,8 @@ typedef struct page_heap {
     list_t segments;                  /* of segment_t by link */
     size_t nsegments;
     size_t mapped_bytes;
+    size_t reserved_bytes;            /* of mapped_bytes: dpm_reserve segments */
+    list_t to_give_back;              /* sourced segments unlinked, for ph_source_give_back */
     size_t active_pages;              /* pages in slabs and large blocks */
     size_t busy_pages;                /* free pages out of the indexes being purged */
     uint64_t npurge_passes, npurged_lazy, npurged_now;  /* pages */
@@ -66,6 +83,10 @@ void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options
 /* A new span of kind SPAN_LARGE covering req, tcache_class TC_NONE, with first and last page
  * mapped, or NULL (errno = ENOMEM). *zeroed tells if it reads as zero. */
 span_t *ph_alloc(page_heap_t *ph, const page_request_t *req, bool *zeroed);
+/* The same, but a sourced heap that needs a new segment sets *need_bytes
+ * to its size and fails (errno = EAGAIN): see ph_source_alloc. For other
+ * heaps *need_bytes is left 0. */
+span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed, size_t *need_bytes);
 /* Takes back an active span (slab or large) as a dirty free run; returns
  * the run it ended in (after coalescing). */
 span_t *ph_free(page_heap_t *ph, span_t *span, uint64_t now_ns);
@@ -98,6 +119,7 @@ typedef struct purge_item {
 
 typedef struct purge_batch {
     unsigned n;
+    const page_source_t *source;   /* the heap's source (sourced heaps), else NULL */
     purge_item_t item[PH_PURGE_MAX_RUNS];
 } purge_batch_t;
 
@@ -134,8 +156,30 @@ DPM_INLINE size_t ph_decayable_pages(const page_heap_t *ph)
 bool ph_check(page_heap_t *ph);
 /* Returns every segment to the OS at once (arena reset); calls
  * forget(span) for each active span discarded. No purge batch may be in
- * flight. */
+ * flight. A sourced heap's segments go to to_give_back instead. (Reserved
+ * segments only join heaps of arenas that are never reset.) */
 void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *));
+/* ---- segments of page sources and reserves ----
+ * A sourced heap never maps a segment itself: ph_alloc fails with
+ * *need_bytes set to the segment size it wants; the caller drops its
+ * locks, calls ph_source_alloc, takes the arena lock again and adds the
+ * memory with ph_add_segment, then retries. Segments a sourced heap lets
+ * go (decay, release_all) wait on to_give_back until the caller, with
+ * its locks dropped, hands them to ph_source_give_back. */
+/* No lock held: size bytes from src at SEG_UNIT alignment, or NULL
+ * (errno = ENOMEM; also when the source returns a misaligned range, which
+ * it gets back through free). */
+void *ph_source_alloc(const page_source_t *src, size_t size, bool *zeroed);
+/* Lock held: mem (size bytes, SEG_UNIT aligned) becomes a segment of ph
+ * (sourced: from ph's source; reserved: a prefaulted dpm_reserve range,
+ * never purged or unmapped). False if out of metadata: the caller gives
+ * mem back. */
+bool ph_add_segment(page_heap_t *ph, void *mem, size_t size, bool zeroed, bool sourced, bool reserved);
+/* Lock held: moves the segments waiting on to_give_back into *out. */
+void ph_take_given_back(page_heap_t *ph, list_t *out);
+/* No lock held: hands every segment of list to src->free (or drops them
+ * if it has none). */
+void ph_source_give_back(const page_source_t *src, list_t *list);
 /* Fork: the global lock for address-map writes. */
 void pages_prefork(void);
 void pages_postfork_parent(void);

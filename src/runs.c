@@ -110,6 +110,15 @@ span_t *runs_find(run_index_t *ix, size_t npages)
     return run;
 }
 
+size_t runs_longest_hint(const run_index_t *ix)
+{
+    if (ix->fl_bits == 0)
+        return 0;
+    unsigned fl = 63 - (unsigned)__builtin_clzll(ix->fl_bits);
+    unsigned sl = 31 - (unsigned)__builtin_clz(ix->sl_bits[fl]);
+    return list_item(list_first(&ix->heads[fl][sl]), span_t, link)->npages;
+}
+
 static bool fail(const char *rule)
 {
     dpm_warn3("run index check failed: ", rule, NULL);

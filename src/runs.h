@@ -39,6 +39,9 @@ void runs_resize(run_index_t *ix, span_t *run, size_t npages);
  * best fit except that fitting runs behind the own slot's head are not
  * seen (that would be a list scan). The run stays in the index. */
 span_t *runs_find(run_index_t *ix, size_t npages);
+/* Length of the first run of the highest non-empty slot, 0 if none: the
+ * longest run within one slot (1/8 of its length), in O(1). */
+size_t runs_longest_hint(const run_index_t *ix);
 /* Walks everything; returns false (and names the broken rule on stderr)
  * if an invariant fails. For tests and debug builds. */
 bool runs_check(const run_index_t *ix, uint8_t state);

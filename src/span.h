@@ -82,7 +82,10 @@ typedef struct segment {
     struct arena *arena;
     size_t free_pages;
     bool hugetlb;            /* MAP_HUGETLB: only whole huge pages can be purged */
-    list_node_t link;        /* the page heap's segments */
+    uint8_t lg_hugepage;     /* hugetlb: log2 of its huge page size (21, 30) */
+    bool sourced;            /* from the heap's page source: its calls, never the kernel's */
+    bool reserved;           /* dpm_reserve: prefaulted, never purged or given back */
+    list_node_t link;        /* the page heap's segments (or its list to give back) */
 } segment_t;
 
 DPM_INLINE span_t *span_of(const void *p) { return radix_span((uintptr_t)p); }

@@ -84,7 +84,7 @@ int main(void)
 {
     dpm_free(dpm_malloc(1));
     unsigned index;
-    EXPECT_TRUE(arena_create_manual("test_bin", &index) == 0, "arena_create_manual failed");
+    EXPECT_TRUE(arena_create_manual("test_bin", NULL, -1, &index) == 0, "arena_create_manual failed");
     arena_t *a = arena_get(index);
     uint64_t rng = 5;
     for (unsigned c = 0; c < NSMALL; c += 1 + (unsigned)(unit_rand(&rng) % 3))

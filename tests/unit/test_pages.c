@@ -68,7 +68,7 @@ int main(void)
 {
     dpm_free(dpm_malloc(1));  /* brings the allocator up */
     unsigned index;
-    EXPECT_TRUE(arena_create_manual("test_pages", &index) == 0, "arena_create_manual failed");
+    EXPECT_TRUE(arena_create_manual("test_pages", NULL, -1, &index) == 0, "arena_create_manual failed");
     arena_t *a = arena_get(index);
     EXPECT_TRUE(a != NULL, "no arena");
     page_heap_t *ph = &a->ph;

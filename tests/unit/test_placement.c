@@ -32,7 +32,7 @@ static arena_t *arena;
 static page_heap_t *fresh_heap(bool hugepages)
 {
     unsigned index;
-    EXPECT_TRUE(arena_create_manual("placement", &index) == 0, "arena_create_manual failed");
+    EXPECT_TRUE(arena_create_manual("placement", NULL, -1, &index) == 0, "arena_create_manual failed");
     arena = arena_get(index);
     arena->ph.options.hugepages = hugepages;
     arena->dirty_decay_ms = arena->muzzy_decay_ms = -1;   /* only the test purges */
@@ -277,7 +277,7 @@ static void test_real_hugetlb(void)
 
     /* through a page heap whose segments come from huge pages */
     unsigned index;
-    EXPECT_TRUE(arena_create_manual("placement-huge", &index) == 0, "arena_create_manual failed");
+    EXPECT_TRUE(arena_create_manual("placement-huge", NULL, -1, &index) == 0, "arena_create_manual failed");
     arena_t *h = arena_get(index);
     h->ph.options.hugepages = true;
     mutex_lock(&h->lock);
