@@ -276,6 +276,7 @@ bool os_thread_sleeps_in_wait(int tid)
         }
     }
     return syscall_is_wait(nr, args[1]);
+}
 
 /* From <linux/mempolicy.h>, which a libc build need not have. */
 #define DPM_MPOL_PREFERRED 1
