@@ -4,6 +4,7 @@
  * counters of exited threads' caches.
  */
 #include "tcache.h"
+#include "numa.h"
 #include "conf.h"
 #include "error.h"
 #include "global.h"
@@ -119,10 +120,14 @@ arena_t *thread_arena(void)
     arena_t *a = tls_arena;
     if (likely(a != NULL))
         return a;
-    a = arena_choose();
+    /* numa:true: the arena of the node the thread runs on now, chosen
+     * once (a thread that migrates keeps it; thread.arena rebinds) */
+    a = opt.numa ? numa_thread_arena() : NULL;
+    if (a == NULL)
+        a = arena_choose();
     if (tls_state == THREAD_EXITING || a == NULL)
         return a;   /* past the exit hook: nothing would uncount it */
-    /* automatic arenas are never destroyed: no need for arena_bind_thread */
+    /* automatic and node arenas are never destroyed: no need for arena_bind_thread */
     __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
     tls_arena = a;
     ensure_exit_hook();
