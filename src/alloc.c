@@ -685,5 +685,8 @@ DPM_EXPORT int dpm_reserve(size_t bytes, int socket, unsigned flags)
     } else if ((a = socket_arena(socket)) == NULL) {
         return errno;
     }
-    return numa_reserve(a, bytes, a->node, flags);
+    int err = numa_reserve(a, bytes, a->node, flags);
+    if (err == 0)
+        tcache_prefault();
+    return err;
 }

@@ -200,6 +200,29 @@ static void *map_reserve(size_t *bytes, unsigned flags, unsigned *lg_huge)
     return os_map_aligned(*bytes, SEG_UNIT);
 }
 
+/* The allocator's own first touches that allocations in a fresh reserve
+ * would make, made now (a->lock held): the page-map pages covering it
+ * (rewriting an entry with its own value) and a stock of span
+ * descriptors (written whole, then put back). */
+#define RESERVE_WARM_SPANS 2048
+
+static void warm_metadata(arena_t *a, uintptr_t base, size_t bytes)
+{
+    size_t per_map_page = (PAGE / sizeof(uintptr_t)) << LG_PAGE;
+    for (uintptr_t p = base; p < base + bytes; p += per_map_page)
+        radix_set(p, radix_entry(p));
+    radix_set(base + bytes - PAGE, radix_entry(base + bytes - PAGE));
+    void *stock[RESERVE_WARM_SPANS];
+    size_t want = bytes >> (LG_PAGE + 4), n = 0;
+    if (want > RESERVE_WARM_SPANS)
+        want = RESERVE_WARM_SPANS;
+    while (n < want && (stock[n] = pool_get(&a->ph.spans)) != NULL)
+        memset(stock[n++], 0, sizeof(span_t));
+    while (n > 0)
+        pool_put(&a->ph.spans, stock[--n]);
+    os_populate(a, sizeof(*a));   /* bins and large stats not used yet */
+}
+
 int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
 {
     if (bytes == 0 || bytes > ((size_t)1 << 46))
@@ -216,6 +239,8 @@ int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
     }
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     bool ok = ph_add_segment(&a->ph, m, bytes, true, false, true);
+    if (ok)
+        warm_metadata(a, (uintptr_t)m, bytes);
     mutex_unlock_elidable(&a->lock, held);
     if (!ok) {
         os_unmap(m, bytes);

@@ -5,6 +5,7 @@
  */
 #include "tcache.h"
 #include "numa.h"
+#include "os.h"
 #include "conf.h"
 #include "error.h"
 #include "global.h"
@@ -57,6 +58,16 @@ static void bin_layout(tc_bin_t *b, void **top, unsigned ncached_max)
     __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);   /* read by other threads */
     b->low_lo = low16(top);
     b->full_lo = low16(top - ncached_max);
+}
+
+void tcache_prefault(void)
+{
+    if (tls_state != THREAD_CACHED)
+        return;
+    tcache_t *tc = tls_tcache;
+    os_populate(tc, sizeof(*tc));
+    for (unsigned c = 0; c < g.tcache_nclasses; c++)
+        os_populate(tc_bin_top(&tc->bins[c]) - tc->stats[c].cap, (tc->stats[c].cap + 1) * sizeof(void *));
 }
 
 static bool tcache_alloc_slots(tcache_t *tc)
