@@ -298,7 +298,7 @@ static void print_nodes(emitter_t *em)
         char key[32];
         snprintf(key, sizeof(key), em->json ? "%u" : "node %u", n);
         em_obj_begin(em, key);
-        em_u64(em, "ncpus", numa_node_ncpus(n));
+        em_u64(em, "node_cpus", numa_node_ncpus(n));
         size_t mapped = 0, active = 0, resident = 0, reserved = 0;
         int64_t arena = -1;
         for (unsigned i = 0; i < snap.narenas; i++) {
