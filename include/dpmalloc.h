@@ -249,6 +249,70 @@ typedef struct dpm_page_source {
  */
 int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, unsigned *arena);
 
+/* ---- NUMA socket heaps ------------------------------------------------------ */
+
+/** "Any socket" as in DPDK: the node of the CPU the caller runs on. */
+#define DPM_SOCKET_ID_ANY (-1)
+
+/**
+ * Allocate @p size bytes aligned to @p align from the heap of NUMA node
+ * @p socket: an arena of that node whose pages are bound to it with
+ * mbind (MPOL_PREFERRED; docs/numa.md). A thread whose own arena is that
+ * node's (numa:true) allocates through its thread cache; others go to the
+ * node's arena directly. Nodes are numbered as in
+ * /sys/devices/system/node ("arenas.nnodes" says how many).
+ *
+ * @param align
+ *   0 for the default (16), otherwise a power of two up to DPM_MAX_ALIGN.
+ * @param socket
+ *   A node, or DPM_SOCKET_ID_ANY (-1) for the caller's current node.
+ * @return
+ *   The block (freed with dpm_free), or NULL with errno = EINVAL (no such
+ *   node, bad @p align) or ENOMEM.
+ */
+void *dpm_malloc_socket(size_t size, size_t align, int socket) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(1);
+/** dpm_malloc_socket() whose block is zeroed. */
+void *dpm_zmalloc_socket(size_t size, size_t align, int socket) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(1);
+/** dpm_zmalloc_socket() of @p n * @p size bytes; NULL/ENOMEM on overflow. */
+void *dpm_calloc_socket(size_t n, size_t size, size_t align, int socket) DPM_ATTR_MALLOC;
+/**
+ * Resize @p p to @p size bytes on node @p socket with alignment @p align:
+ * @p p itself if it already lives in that node's arena, is aligned and
+ * large enough (as rte_realloc_socket, shrinking keeps the block), else
+ * a new block with the contents copied (up to the smaller size) and @p p
+ * freed. @p p NULL: dpm_malloc_socket. @p size 0: frees @p p, NULL.
+ * @return the block, or NULL with errno set and @p p untouched.
+ */
+void *dpm_realloc_socket(void *p, size_t size, size_t align, int socket) DPM_ATTR_ALLOC_SIZE(2);
+
+/* ---- reserved, prefaulted memory -------------------------------------------- */
+
+/** dpm_reserve flag: normal pages only (no MAP_HUGETLB attempt). */
+#define DPM_RESERVE_NO_HUGEPAGES 1u
+/** dpm_reserve flag: also mlock the reserve (never swapped out). */
+#define DPM_RESERVE_MLOCK 2u
+
+/**
+ * Map @p bytes ahead of time, fault every page in, and hand them to an
+ * arena, whose allocations then take pages from the reserve before any
+ * that would fault (docs/numa.md, "Reserves"). Reserved pages are never
+ * purged or unmapped. Pages: 1 GiB huge pages when @p bytes is at least
+ * 1 GiB and the system's pool has enough free, else 2 MiB huge pages when
+ * it has enough, else normal pages; @p bytes is rounded up to 4 MiB (or
+ * the huge page).
+ *
+ * @param socket
+ *   A node: the reserve goes to that node's arena (dpm_malloc_socket) and
+ *   is bound to the node. DPM_SOCKET_ID_ANY: to the arena the calling
+ *   thread allocates from (with numa:true, its node's).
+ * @param flags
+ *   0 or DPM_RESERVE_NO_HUGEPAGES | DPM_RESERVE_MLOCK.
+ * @return
+ *   0, EINVAL (0 bytes, no such node), ENOMEM, or mlock's errno (EPERM,
+ *   ENOMEM) with nothing reserved.
+ */
+int dpm_reserve(size_t bytes, int socket, unsigned flags);
+
 /* ---- control and statistics ---------------------------------------------- */
 
 /**

@@ -9,6 +9,7 @@
 #include "conf.h"
 #include "error.h"
 #include "types.h"
+#include "numa.h"
 
 #include <dpmalloc.h>
 #include <errno.h>
@@ -618,4 +619,96 @@ DPM_EXPORT int dpm_arena_create_sourced(const char *name, const dpm_page_source_
         return ENOMEM;
     page_source_t ps = {.alloc = src->alloc, .free = src->free, .purge = src->purge, .ctx = src->ctx};
     return arena_create_manual(name, &ps, -1, arena);
+}
+
+/* ---- NUMA socket heaps and reserves -------------------------------------- */
+
+/* The arena of socket (DPM_SOCKET_ID_ANY: the caller's node), or NULL with
+ * errno = EINVAL. */
+static arena_t *socket_arena(int socket)
+{
+    if (socket < DPM_SOCKET_ID_ANY) {
+        errno = EINVAL;
+        return NULL;
+    }
+    unsigned node = socket == DPM_SOCKET_ID_ANY ? numa_current_node() : (unsigned)socket;
+    arena_t *a = node < numa_nnodes() ? numa_node_arena(node) : NULL;
+    if (a == NULL)
+        errno = node < numa_nnodes() ? ENOMEM : EINVAL;
+    return a;
+}
+
+static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
+{
+    if (!arena_call_ok(size, &align))
+        return NULL;
+    arena_t *a = socket_arena(socket);
+    if (a == NULL)
+        return NULL;
+    /* the node's own threads go through their caches */
+    if (tls_arena == a)
+        return aligned_at_impl(size, align, 0, zero);
+    return arena_block(a, size, align, zero, false, 0);
+}
+
+DPM_EXPORT void *dpm_malloc_socket(size_t size, size_t align, int socket)
+{
+    return socket_alloc(size, align, socket, false);
+}
+
+DPM_EXPORT void *dpm_zmalloc_socket(size_t size, size_t align, int socket)
+{
+    return socket_alloc(size, align, socket, true);
+}
+
+DPM_EXPORT void *dpm_calloc_socket(size_t n, size_t size, size_t align, int socket)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total))
+        return fail_nomem();
+    return socket_alloc(total, align, socket, true);
+}
+
+DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int socket)
+{
+    if (p == NULL)
+        return socket_alloc(size, align, socket, false);
+    if (size == 0) {
+        free_fast(p, "dpm_realloc_socket");
+        return NULL;
+    }
+    span_t *s = checked_span(p, "dpm_realloc_socket");
+    arena_t *a = socket_arena(socket);
+    if (a == NULL)
+        return NULL;
+    size_t old = span_usable(s);
+    size_t al = align == 0 ? QUANTUM : align;
+    if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0)
+        return p;
+    void *q = socket_alloc(size, align, socket, false);
+    if (q == NULL)
+        return NULL;
+    memcpy(q, p, old < size ? old : size);
+    free_fast(p, "dpm_realloc_socket");
+    return q;
+}
+
+DPM_EXPORT int dpm_reserve(size_t bytes, int socket, unsigned flags)
+{
+    if (!dpm_ready())
+        return ENOMEM;
+    if (bytes == 0 || (flags & ~(DPM_RESERVE_NO_HUGEPAGES | DPM_RESERVE_MLOCK)) != 0)
+        return EINVAL;
+    arena_t *a;
+    if (socket == DPM_SOCKET_ID_ANY) {
+        a = thread_arena();
+        if (a == NULL)
+            return ENOMEM;
+    } else if ((a = socket_arena(socket)) == NULL) {
+        return errno;
+    }
+    int err = numa_reserve(a, bytes, a->node, flags);
+    if (err == 0)
+        tcache_prefault();
+    return err;
 }

@@ -41,6 +41,8 @@ const opt_desc_t opt_table[] = {
     {"secure", OPT_BOOL, &opt.secure, 0, 1},
     {"hugepages", OPT_BOOL, &opt.hugepages, 0, 1},
     {"thp", OPT_STRING, thp_text, 0, sizeof(thp_text)},
+    {"numa", OPT_BOOL, &opt.numa, 0, 1},
+    {"reserve_mb", OPT_SIZE, &opt.reserve_mb, 0, (int64_t)1 << 26},
     {"slab_sizes", OPT_STRING, opt.slab_sizes, 0, sizeof(opt.slab_sizes)},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);

@@ -37,6 +37,8 @@ typedef struct dpm_opts {
     bool hugepages;                   /* segments from explicit huge pages */
     unsigned lg_hugepage;             /* their size: 21 (2 MiB) or 30 (1 GiB, hugepages:1g) */
     unsigned thp;
+    bool numa;                        /* threads take their node's arena */
+    size_t reserve_mb;                /* dpm_reserve at init (MiB) */
     uint32_t slab_pages[NSMALL];      /* 0: default shape */
     char slab_sizes[256];             /* as given, for opt.slab_sizes */
 } dpm_opts_t;

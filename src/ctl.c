@@ -8,6 +8,7 @@
 #include "background.h"
 #include "conf.h"
 #include "global.h"
+#include "numa.h"
 #include "stats.h"
 
 #include <dpmalloc.h>
@@ -88,6 +89,46 @@ static int h_background(const ctl_call_t *c, const void *arg)
 }
 
 /* ---- arenas.* ---------------------------------------------------------- */
+
+static int h_nnodes(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    unsigned n = numa_nnodes();
+    return read_only(c, &n, sizeof(n));
+}
+
+/* arenas.node.<n>.*: the node's arena (made on first use), its CPUs and
+ * its bytes, read live under the arena lock. */
+static int h_node(const ctl_call_t *c, const void *arg)
+{
+    const char *what = arg;
+    if (wants_write(c))
+        return EPERM;
+    if (c->idx[0] >= numa_nnodes())
+        return ENOENT;
+    unsigned node = (unsigned)c->idx[0];
+    if (strcmp(what, "ncpus") == 0) {
+        unsigned n = numa_node_ncpus(node);
+        return read_out(c, &n, sizeof(n));
+    }
+    arena_t *a = numa_node_arena(node);
+    if (a == NULL)
+        return ENOMEM;
+    if (strcmp(what, "arena") == 0) {
+        unsigned index = a->index;
+        return read_out(c, &index, sizeof(index));
+    }
+    mutex_lock(&a->lock);
+    const page_heap_t *ph = &a->ph;
+    size_t v = strcmp(what, "mapped") == 0     ? ph->mapped_bytes
+               : strcmp(what, "reserved") == 0 ? ph->reserved_bytes
+               : strcmp(what, "active") == 0   ? ph->active_pages << LG_PAGE
+                                               : (ph->active_pages + ph->busy_pages + ph_decayable_pages(ph) +
+                                                  ph->free_runs[RUN_RETAINED].npages)
+                                                     << LG_PAGE;
+    mutex_unlock(&a->lock);
+    return read_out(c, &v, sizeof(v));
+}
 
 static int h_narenas(const ctl_call_t *c, const void *arg)
 {
@@ -445,6 +486,13 @@ static const ctl_node_t fixed_nodes[] = {
     {"epoch", "uint64_t", "rw", h_epoch, NULL},
     {"background_thread", "bool", "rw", h_background, NULL},
     {"arenas.narenas", "unsigned", "r-", h_narenas, NULL},
+    {"arenas.nnodes", "unsigned", "r-", h_nnodes, NULL},
+    {"arenas.node.#.arena", "unsigned", "r-", h_node, "arena"},
+    {"arenas.node.#.ncpus", "unsigned", "r-", h_node, "ncpus"},
+    {"arenas.node.#.mapped", "size_t", "r-", h_node, "mapped"},
+    {"arenas.node.#.active", "size_t", "r-", h_node, "active"},
+    {"arenas.node.#.resident", "size_t", "r-", h_node, "resident"},
+    {"arenas.node.#.reserved", "size_t", "r-", h_node, "reserved"},
     {"arenas.create", "unsigned", "rw", h_arenas_create, NULL},
     {"arenas.lookup", "unsigned", "rw", h_arenas_lookup, NULL},
     {"arenas.page", "size_t", "r-", h_const_size, &page_size},
@@ -473,6 +521,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.resident", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, resident, F_SIZE)},
     {"stats.mapped", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, mapped, F_SIZE)},
     {"stats.retained", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, retained, F_SIZE)},
+    {"stats.reserved", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, reserved, F_SIZE)},
     {"stats.metadata", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, metadata, F_SIZE)},
     {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
     {"stats.tcache_reclaims", "uint64_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_reclaims, F_U64)},

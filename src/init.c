@@ -19,8 +19,11 @@
 #include "background.h"
 #include "stats.h"
 #include "types.h"
+#include "numa.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 global_t g;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -110,6 +113,7 @@ static void postfork_child(void)
     pages_postfork_child();
     arenas_postfork_child();
     tcaches_postfork_child();
+    numa_postfork_child();
     types_postfork_child();
     stats_postfork_child();
     background_postfork_child();
@@ -119,10 +123,31 @@ static void postfork_child(void)
 
 /* ---- initialisation ----------------------------------------------------- */
 
+/* reserve_mb: the reserve goes to arena 0 (the first thread's, usually
+ * main's), or with numa:true that much to every node's arena. */
+static void reserve_at_start(void)
+{
+    if (opt.reserve_mb == 0)
+        return;
+    size_t bytes = opt.reserve_mb << 20;
+    int err = 0;
+    if (opt.numa) {
+        for (unsigned n = 0; n < numa_nnodes() && err == 0; n++) {
+            arena_t *a = numa_node_arena(n);
+            err = a != NULL ? numa_reserve(a, bytes, (int)n, 0) : ENOMEM;
+        }
+    } else {
+        err = numa_reserve(arena_get(0), bytes, -1, 0);
+    }
+    if (err != 0)
+        dpm_warn3("reserve_mb: could not map and prefault the reserve: ", strerror(err), NULL);
+}
+
 static bool init_locked(void)
 {
     conf_init();
     os_init();
+    numa_init();
     g.ncpus = os_ncpus();
     narenas_auto = opt.narenas != 0 ? opt.narenas : 4 * g.ncpus;
     if (narenas_auto > MAX_ARENAS)
@@ -149,6 +174,7 @@ static bool init_locked(void)
         atexit(stats_print_at_exit);
     if (opt.background_thread)
         background_request_at_start();
+    reserve_at_start();
     return true;
 }
 

@@ -309,6 +309,14 @@ bool os_prefault(void *addr, size_t size, bool lock)
     return !lock || mlock(addr, size) == 0;
 }
 
+void os_populate(void *addr, size_t size)
+{
+    size_t kp = os_page_size();
+    uintptr_t lo = (uintptr_t)addr & ~(uintptr_t)(kp - 1);
+    uintptr_t hi = ((uintptr_t)addr + size + kp - 1) & ~(uintptr_t)(kp - 1);
+    madvise((void *)lo, hi - lo, 23 /* MADV_POPULATE_WRITE */);
+}
+
 int os_current_cpu(void)
 {
     unsigned cpu = 0;

@@ -31,6 +31,10 @@ bool os_bind_node(void *addr, size_t size, int node);
  * page, which keeps its contents), and with lock mlocks it. False if
  * mlock failed. */
 bool os_prefault(void *addr, size_t size, bool lock);
+/* Makes the pages of a live range resident and writable without
+ * changing a byte (MADV_POPULATE_WRITE, Linux 5.14; nothing on older
+ * kernels): metadata other threads may be writing. */
+void os_populate(void *addr, size_t size);
 /* The CPU the caller runs on now (getcpu syscall); -1 if unknown. */
 int os_current_cpu(void);
 /* What a purge achieved: nothing (the kernel refused, e.g. locked pages),

@@ -185,6 +185,17 @@ static segment_t *map_huge_segment(size_t size, unsigned lg_hugepage)
     return seg;
 }
 
+/* Node arenas: segments mbind'ed to their node. A node the kernel does
+ * not know (no NUMA support, a made-up topology) leaves them unbound,
+ * with one warning. */
+static void bind_to_node(void *seg, size_t size, int node)
+{
+    static bool warned;
+    if (!os_bind_node(seg, size, node) && !__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+        dpm_warn3("numa: mbind to a node failed (no such node or no NUMA support), using unbound pages", NULL,
+                  NULL);
+}
+
 /* The size of the next segment for a request of usable_pages; 0 if that
  * overflows. 1 GiB huge pages make segments whole huge pages. */
 static size_t next_segment_size(const page_heap_t *ph, size_t usable_pages)
@@ -252,7 +263,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     if (seg == NULL && (seg = os_map_aligned(size, SEG_UNIT)) == NULL)
         return NULL;
     if (ph->options.node >= 0)
-        os_bind_node(seg, size, ph->options.node);
+        bind_to_node(seg, size, ph->options.node);
     if (ph->options.thp != 0 && lg_huge == 0)
         os_hint_hugepage(seg, size, ph->options.thp > 0);
     span_t *run = segment_init(ph, seg, size, true, lg_huge, false, false);

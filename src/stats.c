@@ -2,6 +2,7 @@
  * stats.c - snapshot and report (see stats.h).
  */
 #include "stats.h"
+#include "numa.h"
 #include "conf.h"
 #include "emitter.h"
 #include "global.h"
@@ -65,6 +66,8 @@ static void snap_page_heap(arena_snap_t *o, arena_t *a)
 {
     const page_heap_t *ph = &a->ph;
     o->mapped = ph->mapped_bytes;
+    o->reserved = ph->reserved_bytes;
+    o->node = a->node;
     o->nsegments = ph->nsegments;
     o->active_pages = ph->active_pages;
     /* retained runs and runs being purged are (maybe) resident: dirty */
@@ -207,7 +210,7 @@ static bool ensure_capacity(unsigned n)
 
 static void sum_totals(void)
 {
-    size_t allocated = 0, active = 0, dirty = 0, clean = 0, mapped = 0, cached = 0;
+    size_t allocated = 0, active = 0, dirty = 0, clean = 0, mapped = 0, cached = 0, reserved = 0;
     for (unsigned i = 0; i < snap.narenas; i++) {
         const arena_snap_t *o = &snap.arenas[i];
         allocated += o->small_allocated + o->large_allocated;
@@ -215,8 +218,10 @@ static void sum_totals(void)
         dirty += (o->dirty_pages + o->muzzy_pages) << LG_PAGE;
         clean += o->clean_pages << LG_PAGE;
         mapped += o->mapped;
+        reserved += o->reserved;
         cached += o->tcache_bytes;
     }
+    snap.reserved = reserved;
     snap.metadata = base_mapped_bytes();
     snap.tcache_bytes = cached;
     snap.tcache_reclaims = tcaches_reclaims();
@@ -284,6 +289,39 @@ static void print_options(emitter_t *em)
     em_obj_end(em);
 }
 
+/* Per NUMA node: its CPUs and the bytes of its arena (from the snapshot;
+ * zero for a node whose arena was never made). */
+static void print_nodes(emitter_t *em)
+{
+    em_obj_begin(em, "nodes");
+    em_u64(em, "nnodes", numa_nnodes());
+    for (unsigned n = 0; n < numa_nnodes(); n++) {
+        char key[32];
+        snprintf(key, sizeof(key), em->json ? "%u" : "node %u", n);
+        em_obj_begin(em, key);
+        em_u64(em, "node_cpus", numa_node_ncpus(n));
+        size_t mapped = 0, active = 0, resident = 0, reserved = 0;
+        int64_t arena = -1;
+        for (unsigned i = 0; i < snap.narenas; i++) {
+            const arena_snap_t *o = &snap.arenas[i];
+            if (!o->exists || o->node != (int)n)
+                continue;
+            arena = i;
+            mapped += o->mapped;
+            reserved += o->reserved;
+            active += o->active_pages << LG_PAGE;
+            resident += (o->active_pages + o->dirty_pages + o->muzzy_pages) << LG_PAGE;
+        }
+        em_i64(em, "arena", arena);
+        em_u64(em, "mapped", mapped);
+        em_u64(em, "active", active);
+        em_u64(em, "resident", resident);
+        em_u64(em, "reserved", reserved);
+        em_obj_end(em);
+    }
+    em_obj_end(em);
+}
+
 static void print_totals(emitter_t *em)
 {
     em_obj_begin(em, "totals");
@@ -292,11 +330,13 @@ static void print_totals(emitter_t *em)
     em_u64(em, "resident", snap.resident);
     em_u64(em, "mapped", snap.mapped);
     em_u64(em, "retained", snap.retained);
+    em_u64(em, "reserved", snap.reserved);
     em_u64(em, "metadata", snap.metadata);
     em_u64(em, "tcache_bytes", snap.tcache_bytes);
     em_u64(em, "tcache_reclaims", snap.tcache_reclaims);
     em_u64(em, "narenas", snap.narenas);
     em_obj_end(em);
+    print_nodes(em);
 }
 
 static void print_types(emitter_t *em)
@@ -409,7 +449,9 @@ static void print_arena_summary(emitter_t *em, const arena_snap_t *o)
     em_u64(em, "nthreads", o->nthreads);
     em_i64(em, "dirty_decay_ms", o->dirty_decay_ms);
     em_i64(em, "muzzy_decay_ms", o->muzzy_decay_ms);
+    em_i64(em, "node", o->node);
     em_u64(em, "mapped", o->mapped);
+    em_u64(em, "reserved", o->reserved);
     em_u64(em, "segments", o->nsegments);
     em_u64(em, "pactive", o->active_pages);
     em_u64(em, "pdirty", o->dirty_pages);

@@ -45,7 +45,8 @@ typedef struct arena_snap {
     bool manual;
     uint32_t nthreads;
     int64_t dirty_decay_ms, muzzy_decay_ms;
-    size_t mapped, nsegments, active_pages, dirty_pages, muzzy_pages, clean_pages;
+    int node;                        /* node arena: its node, else -1 */
+    size_t mapped, reserved, nsegments, active_pages, dirty_pages, muzzy_pages, clean_pages;
     size_t small_allocated, large_allocated, tcache_bytes;
     uint64_t npurge_passes, npurged_lazy, npurged_now;
     uint64_t nsearches, nsearch_hits, ncandidates;
@@ -61,7 +62,7 @@ typedef struct arena_snap {
 
 typedef struct stats_snap {
     uint64_t epoch;
-    size_t allocated, active, resident, mapped, retained, metadata, tcache_bytes;
+    size_t allocated, active, resident, mapped, retained, metadata, tcache_bytes, reserved;
     uint64_t tcache_reclaims;       /* sleeping threads' caches emptied by others */
     unsigned narenas;
     arena_snap_t *arenas;           /* narenas entries */

@@ -4,6 +4,8 @@
  * counters of exited threads' caches.
  */
 #include "tcache.h"
+#include "numa.h"
+#include "os.h"
 #include "conf.h"
 #include "error.h"
 #include "global.h"
@@ -57,6 +59,16 @@ static void bin_layout(tc_bin_t *b, void **top, unsigned ncached_max)
     __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);   /* read by other threads */
     b->low_lo = low16(top);
     b->full_lo = low16(top - ncached_max);
+}
+
+void tcache_prefault(void)
+{
+    if (tls_state != THREAD_CACHED)
+        return;
+    tcache_t *tc = tls_tcache;
+    os_populate(tc, sizeof(*tc));
+    for (unsigned c = 0; c < g.tcache_nclasses; c++)
+        os_populate(tc_bin_top(&tc->bins[c]) - tc->stats[c].cap, (tc->stats[c].cap + 1) * sizeof(void *));
 }
 
 static bool tcache_alloc_slots(tcache_t *tc)
@@ -120,10 +132,14 @@ arena_t *thread_arena(void)
     arena_t *a = tls_arena;
     if (likely(a != NULL))
         return a;
-    a = arena_choose();
+    /* numa:true: the arena of the node the thread runs on now, chosen
+     * once (a thread that migrates keeps it; thread.arena rebinds) */
+    a = opt.numa ? numa_thread_arena() : NULL;
+    if (a == NULL)
+        a = arena_choose();
     if (tls_state == THREAD_EXITING || a == NULL)
         return a;   /* past the exit hook: nothing would uncount it */
-    /* automatic arenas are never destroyed: no need for arena_bind_thread */
+    /* automatic and node arenas are never destroyed: no need for arena_bind_thread */
     __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
     tls_arena = a;
     ensure_exit_hook();

@@ -332,6 +332,9 @@ void tcache_flush_all(tcache_t *tc);
 void tcache_event(tcache_t *tc);
 /* The arena this thread allocates from. */
 arena_t *thread_arena(void);
+/* Makes the calling thread's cache (its bins' slots) resident now
+ * (dpm_reserve: allocations afterwards take no fault in it). */
+void tcache_prefault(void);
 /* Moves the calling thread (and its cache, flushed first) to arena a:
  * 0, or EINVAL if a was destroyed (the thread stays where it was). */
 int thread_bind_arena(arena_t *a);

@@ -44,6 +44,8 @@ static const ctl_node_t opt_nodes[] = {
     {"opt.secure", "bool"},
     {"opt.hugepages", "bool"},
     {"opt.thp", "const char *"},
+    {"opt.numa", "bool"},
+    {"opt.reserve_mb", "size_t"},
     {"opt.slab_sizes", "const char *"},
 };
 static unsigned ctl_node_count(void) { return sizeof opt_nodes / sizeof opt_nodes[0]; }

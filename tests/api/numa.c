@@ -1,0 +1,359 @@
+/*
+ * numa.c - NUMA socket heaps and reserves.
+ *
+ *   test_numa              real topology: dpm_malloc_socket(.., 0) pages
+ *                          carry an MPOL_PREFERRED policy for node 0 and
+ *                          sit on node 0 (get_mempolicy); socket variants;
+ *                          per-node ctl; reserves take no page faults.
+ *   test_numa fake <root>  with DPMALLOC_SYSFS_ROOT=<root> (a made-up
+ *                          2-node tree, node0: cpu 0, node1: cpu 1) and
+ *                          DPMALLOC_CONF=numa:true: threads pinned to cpu
+ *                          0 / 1 take the arenas of node 0 / 1; node 1 is
+ *                          unknown to the kernel, so its pages stay unbound
+ *                          with exactly one warning on stderr.
+ */
+#include "test.h"
+
+#include <dpmalloc.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MPOL_F_NODE_ (1 << 0)
+#define MPOL_F_ADDR_ (1 << 1)
+#define MPOL_DEFAULT_ 0
+#define MPOL_PREFERRED_ 1
+
+static unsigned ctl_u(const char *name)
+{
+    unsigned v = ~0u;
+    size_t sz = sizeof(v);
+    EXPECT_EQ_I(dpm_ctl(name, &v, &sz, NULL, 0), 0);
+    return v;
+}
+
+static size_t ctl_z(const char *name)
+{
+    size_t v = 0;
+    size_t sz = sizeof(v);
+    EXPECT_EQ_I(dpm_ctl(name, &v, &sz, NULL, 0), 0);
+    return v;
+}
+
+static int policy_of(void *addr, unsigned long *mask)
+{
+    int mode = -1;
+    *mask = 0;
+    if (syscall(SYS_get_mempolicy, &mode, mask, 8 * sizeof(*mask), addr, MPOL_F_ADDR_) != 0)
+        return -1;
+    return mode;
+}
+
+static int node_of(void *addr)
+{
+    int node = -1;
+    if (syscall(SYS_get_mempolicy, &node, NULL, 0, addr, MPOL_F_NODE_ | MPOL_F_ADDR_) != 0)
+        return -1;
+    return node;
+}
+
+TEST(socket_blocks_are_bound_to_their_node)
+{
+    EXPECT_GE_U(ctl_u("arenas.nnodes"), 1);
+    size_t sizes[] = {64, 4000, 40000, 3 << 20};
+    for (unsigned i = 0; i < 4; i++) {
+        char *p = dpm_malloc_socket(sizes[i], 0, 0);
+        EXPECT_NONNULL(p);
+        memset(p, 1, sizes[i]);   /* real pages */
+        unsigned long mask;
+        EXPECT_EQ_I(policy_of(p, &mask), MPOL_PREFERRED_);
+        EXPECT_EQ_U(mask, 1);
+        EXPECT_EQ_I(node_of(p), 0);
+        dpm_free(p);
+    }
+    /* an ordinary block carries no policy */
+    char *q = dpm_malloc(4000);
+    memset(q, 1, 4000);
+    unsigned long mask;
+    EXPECT_EQ_I(policy_of(q, &mask), MPOL_DEFAULT_);
+    dpm_free(q);
+    /* DPM_SOCKET_ID_ANY: the caller's node (0 here) */
+    char *r = dpm_malloc_socket(100, 64, DPM_SOCKET_ID_ANY);
+    EXPECT_ALIGNED(r, 64);
+    unsigned a0 = ctl_u("arenas.node.0.arena"), ar = ~0u;
+    size_t sz = sizeof(ar);
+    EXPECT_EQ_I(dpm_ctl("arenas.lookup", &ar, &sz, &r, sizeof(r)), 0);
+    EXPECT_EQ_U(ar, a0);
+    dpm_free(r);
+}
+
+TEST(socket_variants)
+{
+    unsigned n = ctl_u("arenas.nnodes");
+    errno = 0;
+    EXPECT_NULL(dpm_malloc_socket(64, 0, (int)n));
+    EXPECT_ERRNO(EINVAL);
+    errno = 0;
+    EXPECT_NULL(dpm_malloc_socket(64, 0, -2));
+    EXPECT_ERRNO(EINVAL);
+    unsigned char *z = dpm_malloc_socket(5000, 0, 0);
+    memset(z, 0xff, 5000);
+    dpm_free(z);
+    z = dpm_zmalloc_socket(5000, 0, 0);
+    EXPECT_TRUE(z != NULL && test_all_zero(z, 5000));
+    unsigned char *c = dpm_calloc_socket(100, 100, 4096, 0);
+    EXPECT_TRUE(c != NULL && test_all_zero(c, 10000));
+    EXPECT_ALIGNED(c, 4096);
+    errno = 0;
+    EXPECT_NULL(dpm_calloc_socket(SIZE_MAX / 2, 3, 0, 0));
+    EXPECT_ERRNO(ENOMEM);
+    /* realloc: a block of another arena moves to the node, contents kept */
+    unsigned char *p = dpm_malloc(300);
+    test_fill(p, 300, 7);
+    unsigned char *q = dpm_realloc_socket(p, 1000, 0, 0);
+    EXPECT_EQ_U(test_check(q, 300, 7), 300);
+    unsigned a = ~0u;
+    size_t sz = sizeof(a);
+    dpm_ctl("arenas.lookup", &a, &sz, &q, sizeof(q));
+    EXPECT_EQ_U(a, ctl_u("arenas.node.0.arena"));
+    /* and stays put when it already fits there */
+    EXPECT_TRUE(dpm_realloc_socket(q, 500, 0, 0) == q);
+    EXPECT_NULL(dpm_realloc_socket(q, 0, 0, 0));
+    dpm_free(z);
+    dpm_free(c);
+    /* node arenas serve every thread: never reset or destroyed */
+    char name[64];
+    snprintf(name, sizeof(name), "arena.%u.destroy", ctl_u("arenas.node.0.arena"));
+    EXPECT_EQ_I(dpm_ctl(name, NULL, NULL, NULL, 0), EPERM);
+    EXPECT_GE_U(ctl_u("arenas.node.0.ncpus"), 1);
+    EXPECT_GE_U(ctl_z("arenas.node.0.mapped"), 4 << 20);
+    EXPECT_EQ_I(dpm_ctl("arenas.node.99.mapped", NULL, NULL, NULL, 0), ENOENT);
+}
+
+/* Minor faults of the calling thread while it allocates and writes
+ * blocks of many sizes adding up to about budget bytes (small and large),
+ * through its cache. */
+static long faults_while_allocating(size_t budget, void **keep, unsigned *nkeep)
+{
+    static const size_t sizes[] = {16, 48, 128, 256, 1024, 3072, 8192, 20000, 65536, 300000, 2 << 20};
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    size_t used = 0;
+    unsigned n = 0;
+    for (unsigned round = 0; used < budget && n < 4000; round++) {
+        size_t s = sizes[round % (sizeof(sizes) / sizeof(sizes[0]))];
+        if (used + s > budget)
+            break;
+        char *p = dpm_malloc(s);
+        if (p == NULL)
+            break;
+        memset(p, 0x3c, s);
+        keep[n++] = p;
+        used += s;
+    }
+    getrusage(RUSAGE_THREAD, &r1);
+    *nkeep = n;
+    return r1.ru_minflt - r0.ru_minflt;
+}
+
+/* "faults [reserve]": a fresh process (exec'd, so no heap state from the
+ * other tests) prints the faults of faults_while_allocating, after a
+ * 64 MiB reserve if asked. */
+static int faults_main(bool reserve)
+{
+    static void *keep[4000];
+    memset(keep, 0, sizeof(keep));
+    void *w = dpm_malloc(16);   /* the thread's cache exists before the count */
+    dpm_free(w);
+    if (reserve && dpm_reserve(64 << 20, DPM_SOCKET_ID_ANY, DPM_RESERVE_NO_HUGEPAGES) != 0)
+        return 3;
+    unsigned n;
+    long f = faults_while_allocating(48 << 20, keep, &n);
+    printf("%ld %u\n", f, n);
+    return 0;
+}
+
+static long child_faults(bool reserve)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "/proc/%d/exe faults%s", (int)getpid(), reserve ? " reserve" : "");
+    FILE *f = popen(cmd, "r");
+    long faults = -1;
+    unsigned n = 0;
+    if (f == NULL || fscanf(f, "%ld %u", &faults, &n) != 2)
+        faults = -1;
+    if (f != NULL && pclose(f) != 0)
+        faults = -1;
+    printf("  %s: %ld minor faults over %u blocks (48 MiB)\n", reserve ? "reserved" : "no reserve", faults, n);
+    return faults;
+}
+
+TEST(allocations_inside_a_reserve_take_no_page_faults)
+{
+    long without = child_faults(false);
+    long with = child_faults(true);
+    EXPECT_GE_U(without, 1000);   /* 48 MiB of fresh pages: ~12000 faults */
+    EXPECT(with == 0, "with a reserve: %ld faults", with);
+}
+
+TEST(reserve_shows_in_stats)
+{
+    unsigned a0 = ctl_u("arenas.node.0.arena");
+    (void)a0;
+    size_t before = ctl_z("arenas.node.0.reserved");
+    EXPECT_EQ_I(dpm_reserve(8 << 20, 0, 0), 0);
+    EXPECT_EQ_U(ctl_z("arenas.node.0.reserved"), before + (8 << 20));
+    uint64_t e = 1;
+    size_t sz = sizeof(e);
+    dpm_ctl("epoch", &e, &sz, &e, sizeof(e));
+    EXPECT_GE_U(ctl_z("stats.reserved"), 8 << 20);
+    EXPECT_EQ_I(dpm_reserve(0, 0, 0), EINVAL);
+    EXPECT_EQ_I(dpm_reserve(1 << 20, 0, 0x80), EINVAL);
+    EXPECT_EQ_I(dpm_reserve(1 << 20, 1000, 0), EINVAL);
+}
+
+TEST(reserve_with_hugepages_when_the_system_has_them)
+{
+    FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r");
+    unsigned long free_huge = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%lu", &free_huge) != 1)
+            free_huge = 0;
+        fclose(f);
+    }
+    if (free_huge < 2) {
+        printf("  no free 2 MiB huge pages (vm.nr_hugepages): hugepage reserve not tested\n");
+        return;
+    }
+    size_t before = ctl_z("arenas.node.0.reserved");
+    EXPECT_EQ_I(dpm_reserve(4 << 20, 0, 0), 0);
+    EXPECT_EQ_U(ctl_z("arenas.node.0.reserved"), before + (4 << 20));
+}
+
+/* ---- fake topology ------------------------------------------------------ */
+
+typedef struct pinned {
+    int cpu;
+    unsigned arena;
+    void *block;
+} pinned_t;
+
+static void *pinned_thread(void *arg)
+{
+    pinned_t *t = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(t->cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+        return NULL;
+    t->block = dpm_malloc(1000);   /* the first allocation chooses the arena */
+    memset(t->block, 1, 1000);
+    size_t sz = sizeof(t->arena);
+    dpm_ctl("thread.arena", &t->arena, &sz, NULL, 0);
+    return NULL;
+}
+
+static void fake_topology(void)
+{
+    EXPECT_EQ_U(ctl_u("arenas.nnodes"), 2);
+    EXPECT_EQ_U(ctl_u("arenas.node.0.ncpus"), 1);
+    EXPECT_EQ_U(ctl_u("arenas.node.1.ncpus"), 1);
+    unsigned a0 = ctl_u("arenas.node.0.arena"), a1 = ctl_u("arenas.node.1.arena");
+    EXPECT_NE_U(a0, a1);
+    for (int round = 0; round < 2; round++)
+        for (int cpu = 0; cpu < 2; cpu++) {
+            pinned_t t = {cpu, ~0u, NULL};
+            pthread_t th;
+            pthread_create(&th, NULL, pinned_thread, &t);
+            pthread_join(th, NULL);
+            EXPECT_EQ_U(t.arena, cpu == 0 ? a0 : a1);
+            unsigned owner = ~0u;
+            size_t sz = sizeof(owner);
+            dpm_ctl("arenas.lookup", &owner, &sz, &t.block, sizeof(t.block));
+            EXPECT_EQ_U(owner, t.arena);
+            dpm_free(t.block);
+        }
+    /* node 1 exists only in the fake tree: its pages are unbound */
+    char *p = dpm_malloc_socket(100000, 0, 1);
+    EXPECT_NONNULL(p);
+    memset(p, 2, 100000);
+    unsigned long mask;
+    EXPECT_EQ_I(policy_of(p, &mask), MPOL_DEFAULT_);
+    dpm_free(p);
+    p = dpm_malloc_socket(100000, 0, 0);
+    EXPECT_EQ_I(policy_of(p, &mask), MPOL_PREFERRED_);
+    dpm_free(p);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+TEST(multi_node_arena_choice_on_a_fake_topology)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        printf("  one CPU: fake topology test skipped\n");
+        return;
+    }
+    char root[] = "/tmp/dpm_sysfs_XXXXXX";
+    EXPECT_NONNULL(mkdtemp(root));
+    char path[256];
+    const char *dirs[] = {"/devices", "/devices/system", "/devices/system/node", "/devices/system/node/node0",
+                          "/devices/system/node/node1"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+        mkdir(path, 0700);
+    }
+    snprintf(path, sizeof(path), "%s/devices/system/node/online", root);
+    write_file(path, "0-1\n");
+    snprintf(path, sizeof(path), "%s/devices/system/node/node0/cpulist", root);
+    write_file(path, "0\n");
+    snprintf(path, sizeof(path), "%s/devices/system/node/node1/cpulist", root);
+    write_file(path, "1\n");
+
+    char cmd[512], out[4096] = "";
+    snprintf(cmd, sizeof(cmd), "DPMALLOC_SYSFS_ROOT=%s DPMALLOC_CONF=numa:true /proc/%d/exe fake 2>&1", root,
+             (int)getpid());
+    FILE *f = popen(cmd, "r");
+    size_t n = f != NULL ? fread(out, 1, sizeof(out) - 1, f) : 0;
+    out[n] = '\0';
+    int st = f != NULL ? pclose(f) : -1;
+    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed:\n%s", out);
+    const char *warn = "dpmalloc: numa: mbind to a node failed (no such node or no NUMA support), using unbound pages";
+    const char *w = strstr(out, warn);
+    EXPECT(w != NULL && strstr(w + 1, warn) == NULL, "want exactly one warning:\n%s", out);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    if (system(cmd) != 0)
+        TEST_FAIL("rm failed");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "faults") == 0)
+        return faults_main(argc > 2);
+    if (argc > 1 && strcmp(argv[1], "fake") == 0) {
+        fake_topology();
+        return test_failures != 0;
+    }
+    RUN(socket_blocks_are_bound_to_their_node);
+    RUN(socket_variants);
+    RUN(allocations_inside_a_reserve_take_no_page_faults);
+    RUN(reserve_shows_in_stats);
+    RUN(reserve_with_hugepages_when_the_system_has_them);
+    RUN(multi_node_arena_choice_on_a_fake_topology);
+    return test_done();
+}
