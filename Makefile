@@ -2,11 +2,13 @@
 #   make         release build in build/ (build/libdpmalloc.so)
 #   make test    configure, build and run every test (CTest)
 #   make bench   quick benchmark against every allocator found
+#   make install header, libraries, dpmalloc.pc, CMake package, docs
+#                into PREFIX (/usr/local), under DESTDIR if given
 BUILD ?= build
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all release test bench bench-full bench-deps asan tsan fuzz clean
+.PHONY: all release test bench bench-full bench-deps asan tsan fuzz install clean
 
 all: release
 
@@ -16,6 +18,14 @@ release:
 
 test: release
 	cd $(BUILD) && ctest --output-on-failure -j2 --timeout 600
+
+# only the libraries are built; the prefix is given at install time, so an
+# earlier configure of $(BUILD) with another prefix does not matter
+PREFIX ?= /usr/local
+install:
+	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build $(BUILD) -j --target dpmalloc dpmalloc_static dpmalloc_plain
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
 
 asan:
 	$(CMAKE) -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Release -DDPM_SANITIZE=address,undefined -DDPM_DEBUG_CHECKS=ON
