@@ -2,11 +2,13 @@
 #   make         release build in build/ (build/libdpmalloc.so)
 #   make test    configure, build and run every test (CTest)
 #   make bench   quick benchmark against every allocator found
+#   make install header, libraries, dpmalloc.pc, CMake package, docs
+#                into PREFIX (/usr/local), under DESTDIR if given
 BUILD ?= build
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all release test bench bench-full bench-deps asan tsan fuzz clean
+.PHONY: all release test bench bench-full bench-deps asan tsan fuzz install clean
 
 all: release
 
@@ -16,6 +18,14 @@ release:
 
 test: release
 	cd $(BUILD) && ctest --output-on-failure -j2 --timeout 600
+
+# only the libraries are built; the prefix is given at install time, so an
+# earlier configure of $(BUILD) with another prefix does not matter
+PREFIX ?= /usr/local
+install:
+	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build $(BUILD) -j --target dpmalloc dpmalloc_static dpmalloc_plain
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
 
 asan:
 	$(CMAKE) -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Release -DDPM_SANITIZE=address,undefined -DDPM_DEBUG_CHECKS=ON
@@ -41,28 +51,38 @@ fuzz: release
 #   make bench        quick run, a few minutes (bench/results/latest-quick)
 #   make bench-full   the whole matrix (bench/results/latest-full)
 #   make bench-docs   full run, written to docs/benchmarks.md + docs/benchmarks/
-#   make bench-deps   apt-get the peers: jemalloc, mimalloc, tcmalloc, DPDK, gnuplot
+#   make bench-deps   only the peer check/install below
 #   make bench-real   gcc and git gc under each allocator: wall time, peak RSS
 #                     (REAL_ARGS="--stats gcc", RUNS=3, REPO=<git dir>, SQLITE_C=<file>)
 #   BENCH_ARGS="--workloads frag,tunnels --backends dpmalloc,jemalloc" narrows a run
-BENCH_DEBS := libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libdpdk-dev pkg-config gnuplot-nox
+# bench, bench-full and bench-docs first run tools/bench_deps.sh: as root on
+# Debian it apt-gets the missing peers (jemalloc, mimalloc, tcmalloc, DPDK,
+# pkg-config, gnuplot), otherwise it names each missing package; the cmake
+# run after it then finds libdpdk and compiles the rte_malloc column in.
 .PHONY: bench-build bench-smoke bench-docs bench-real
 # only what the benchmark needs (dpmbench, libdpmalloc.so), not the tests
 bench-build:
 	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build $(BUILD) -j --target dpmbench
 
-bench: bench-build
-	$(BUILD)/bench/dpmbench --quick $(BENCH_ARGS)
+define bench_run
+	@tools/bench_deps.sh
+	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build $(BUILD) -j --target dpmbench
+	$(BUILD)/bench/dpmbench $(1) $(BENCH_ARGS)
+endef
 
-bench-full: bench-build
-	$(BUILD)/bench/dpmbench --full $(BENCH_ARGS)
+bench:
+	$(call bench_run,--quick)
+
+bench-full:
+	$(call bench_run,--full)
 
 bench-smoke: bench-build
 	$(BUILD)/bench/dpmbench --smoke $(BENCH_ARGS)
 
-bench-docs: bench-build
-	$(BUILD)/bench/dpmbench --full --docs docs/benchmarks.md $(BENCH_ARGS)
+bench-docs:
+	$(call bench_run,--full --docs docs/benchmarks.md)
 
 bench-real:
 	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
@@ -70,10 +90,7 @@ bench-real:
 	DPM_LIB=$(abspath $(BUILD))/libdpmalloc.so bench/real_programs.sh $(REAL_ARGS)
 
 bench-deps:
-	@if [ "$$(id -u)" != 0 ]; then echo "bench-deps: run as root (apt-get)"; exit 1; fi
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_DEBS)
-	@echo "bench-deps: done; the next make re-runs cmake and finds libdpdk"
+	@tools/bench_deps.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

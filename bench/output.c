@@ -79,7 +79,8 @@ static void write_docs(const struct run *run, const char *docs, int plots)
         }
     }
     write_markdown(run, docs, plots ? rel : NULL);
-    fprintf(stderr, "dpmbench: wrote %s\n", docs);
+    fprintf(stderr, "dpmbench: wrote %s%s%s\n", docs, plots ? ", plots in " : " (no plots)",
+            plots ? plotdir : "");
 }
 
 void write_outputs(const struct options *o, struct run *run)
@@ -98,8 +99,10 @@ void write_outputs(const struct options *o, struct run *run)
     snprintf(path, sizeof path, "%s/report.md", run->outdir);
     write_markdown(run, path, plots ? "." : NULL);
     link_latest(run, o->out_root);
-    fprintf(stderr, "dpmbench: results in %s (results.csv, results.json, report.md, %d plots)\n",
-            run->outdir, plots);
+    fprintf(stderr,
+            "dpmbench: results in %s (results.csv, results.json, report.md, %d PNG plots), "
+            "linked as %s/latest-%s\n",
+            run->outdir, plots, o->out_root, mode_name(run->mode));
     if (o->docs)
         write_docs(run, o->docs, plots > 0);
 }

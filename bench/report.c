@@ -482,8 +482,9 @@ int write_markdown(const struct run *run, const char *path, const char *plot_dir
     markdown_backends(f, run);
     fprintf(f, "\n## Running it\n\n"
                "`make bench` (quick, a few minutes), `make bench-full` (the whole matrix), "
-               "`make bench-docs` (full run, rewrites this page), `make bench-deps` (as root: "
-               "apt-get the peers, DPDK and gnuplot). The program is `build/bench/dpmbench`; "
+               "`make bench-docs` (full run, rewrites this page); run as root on Debian, each "
+               "first apt-gets the missing peers, DPDK and gnuplot (`make bench-deps` does only "
+               "that). The program is `build/bench/dpmbench`; "
                "`--workloads a,b`, `--backends a,b`, `--rounds N`, `--threads N`, `--budget S` "
                "narrow a run, `--list` shows what is available. Results go to "
                "`bench/results/<time>-<mode>/` (CSV, JSON, Markdown, PNG, gnuplot scripts). "

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #ifndef DPM_DEFAULT_CONF
 #define DPM_DEFAULT_CONF ""
@@ -235,13 +236,28 @@ int conf_parse(const char *conf)
     return errors;
 }
 
+/* DPMALLOC_CONF is ignored when the program runs with more privileges
+ * than its invoker (setuid, setgid, file capabilities: AT_SECURE), as
+ * glibc ignores MALLOC_*: an unprivileged user must not retune a
+ * privileged program's heap (secure:false over the program's dpm_conf,
+ * stats_print showing its heap layout). glibc >= 2.17 has secure_getenv;
+ * elsewhere the aux vector says. */
+static const char *conf_env(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 17))
+    return secure_getenv("DPMALLOC_CONF");
+#else
+    return getauxval(AT_SECURE) != 0 ? NULL : getenv("DPMALLOC_CONF");
+#endif
+}
+
 void conf_init(void)
 {
     set_defaults();
     conf_parse(DPM_DEFAULT_CONF);
     if (&dpm_conf != NULL && dpm_conf != NULL)
         conf_parse(dpm_conf);
-    conf_parse(getenv("DPMALLOC_CONF"));
+    conf_parse(conf_env());
     if (opt.tcache_nslots_small_min > opt.tcache_nslots_small_max)
         opt.tcache_nslots_small_min = opt.tcache_nslots_small_max;
     sc_init(opt.slab_pages);
