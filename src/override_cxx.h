@@ -32,8 +32,9 @@ DPM_CXX_HIDDEN DPM_CXX_NOTHROW void cxx_delete(void *p);
 /* Sized forms: the size promise is checked in the secure mode. */
 DPM_CXX_HIDDEN DPM_CXX_NOTHROW void cxx_delete_sized(void *p, size_t size);
 
-/* In C++ (override_cxx.cc): calls the new-handler until cxx_try_alloc
- * succeeds; without a handler throws std::bad_alloc, or, nothrow, returns
+/* In override_cxx.cc: calls the new-handler until cxx_try_alloc
+ * succeeds; without a handler throws std::bad_alloc (through libstdc++,
+ * aborting with a message where none is loaded), or, nothrow, returns
  * NULL (also when the handler throws std::bad_alloc). */
 DPM_CXX_HIDDEN void *cxx_new_retry(size_t size, size_t align, bool nothrow);
 
