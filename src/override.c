@@ -133,6 +133,8 @@ LIBC_ENTRY void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 LIBC_ENTRY void cfree(void *p) { free_fast(p, "free"); }
 
 /* ---- the C side of the C++ operators (override_cxx.cc) ---------------- */
+/* Only where override_cxx.cc is built: cxx_new_retry lives there. */
+#if DPM_HAVE_CXX
 
 void *cxx_try_alloc(size_t size, size_t align)
 {
@@ -169,6 +171,7 @@ void *cxx_new_aligned_nothrow(size_t size, size_t align)
 
 void cxx_delete(void *p) { free_fast(p, "operator delete"); }
 void cxx_delete_sized(void *p, size_t size) { free_sized_impl(p, size, "operator delete"); }
+#endif
 
 /* Sends every thread's cached large blocks home (idle threads' too) and
  * returns every arena's free pages to the OS now; 1 if memory was
