@@ -155,6 +155,19 @@ void *dpm_realloc_aligned(void *p, size_t size, size_t align) DPM_ATTR_ALLOC_SIZ
  */
 size_t dpm_usable_size(const void *p);
 
+/**
+ * The usable size dpm_malloc(@p size) (and malloc, under the override)
+ * would give: dpm_usable_size(dpm_malloc(size)) == dpm_good_size(size)
+ * for every size, in every configuration. A caller that grows a buffer
+ * can ask for this much and use all of it. Like jemalloc's nallocx(size, 0)
+ * and macOS's malloc_good_size.
+ *
+ * @return
+ *   The usable size, >= @p size; 0 if no allocation of @p size bytes can
+ *   succeed (beyond the largest request served, 2^46 bytes).
+ */
+size_t dpm_good_size(size_t size);
+
 /* ---- typed allocation (the rte_malloc shape) ---------------------------- */
 
 /**

@@ -533,6 +533,18 @@ DPM_EXPORT void *dpm_calloc(size_t n, size_t size) { return calloc_impl(n, size)
 DPM_EXPORT void *dpm_realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
 DPM_EXPORT size_t dpm_usable_size(const void *p) { return usable_size_impl(p, "dpm_usable_size"); }
 
+/* What malloc(size) hands out: the class size for slab classes and large
+ * classes up to LARGE_ROUND_MAX, whole pages above (arena_large_usable);
+ * every cache and the large-block cut give exactly that. */
+DPM_EXPORT size_t dpm_good_size(size_t size)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return 0;
+    if (size <= SMALL_MAX)
+        return sc_size(sc_of_size(size));
+    return arena_large_usable(size, 0);
+}
+
 DPM_EXPORT void *dpm_malloc_aligned(size_t size, size_t align)
 {
     return bad_alignment(align) ? NULL : aligned_at_impl(size, align, 0, false);

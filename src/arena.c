@@ -116,13 +116,14 @@ arena_t *arena_get(unsigned index)
     arena_t *a = __atomic_load_n(&arenas[index], __ATOMIC_ACQUIRE);
     if (likely(a != NULL))
         return is_destroyed(a) ? NULL : a;
-    if (index >= narenas_auto)
+    if (index >= __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED))
         return NULL;   /* manual arenas exist only through arenas.create */
     if (mutex_all_held_here)
         return NULL;   /* in fork's prepare window: no lock the handlers did not take */
     mutex_lock(&arenas_lock);
     a = arenas[index];
-    if (a == NULL && (a = arena_create(index, false, NULL, NULL, -1)) != NULL)
+    /* again under the lock: mallopt(M_ARENA_MAX) may have lowered it */
+    if (a == NULL && index < narenas_auto && (a = arena_create(index, false, NULL, NULL, -1)) != NULL)
         arena_publish(index, a);
     mutex_unlock(&arenas_lock);
     return a;
@@ -130,9 +131,23 @@ arena_t *arena_get(unsigned index)
 
 arena_t *arena_choose(void)
 {
-    unsigned i = __atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % narenas_auto;
+    unsigned i = __atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);
     arena_t *a = arena_get(i);
     return a != NULL ? a : arena_get(0);
+}
+
+bool arena_set_auto_count(unsigned n)
+{
+    if (n == 0 || mutex_all_held_here)
+        return false;
+    if (n > MAX_ARENAS)
+        n = MAX_ARENAS;
+    mutex_lock(&arenas_lock);
+    bool ok = narenas_total <= 1;
+    if (ok)
+        __atomic_store_n(&narenas_auto, n, __ATOMIC_RELAXED);
+    mutex_unlock(&arenas_lock);
+    return ok;
 }
 
 int arena_create_manual(const char *name, const page_source_t *src, int node, unsigned *out)
@@ -709,7 +724,7 @@ static void zero_large(span_t *s, size_t size)
 /* The usable bytes a fresh block of size bytes starting in_page bytes
  * into its first page gets: its class size (whole pages from 16 KiB up to
  * LARGE_ROUND_MAX), else whole pages. */
-static size_t large_usable_for(size_t size, size_t in_page)
+size_t arena_large_usable(size_t size, size_t in_page)
 {
     unsigned c = sc_compute(size == 0 ? 1 : size);
     if (in_page == 0 && c >= NSMALL && size <= LARGE_ROUND_MAX)
@@ -725,7 +740,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     unsigned c = sc_compute(req->size == 0 ? 1 : req->size);
     if (c < NSMALL)
         c = NSMALL;   /* small sizes with big alignments: counted as the first large class */
-    size_t usable = large_usable_for(req->size, in_page);
+    size_t usable = arena_large_usable(req->size, in_page);
     pr.npages = (usable + in_page) >> LG_PAGE;
     bool zeroed;
     size_t need_bytes;
@@ -802,7 +817,8 @@ static void purge_taken_runs(arena_t *a, purge_batch_t *b)
 void arena_free_large(span_t *s)
 {
     arena_t *a = s->arena;
-    bool oversize = opt.oversize_threshold != 0 && span_bytes(s) >= opt.oversize_threshold;
+    size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);   /* mallopt may set it */
+    bool oversize = threshold != 0 && span_bytes(s) >= threshold;
     purge_batch_t batch;
     bool purge_now = false;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
@@ -824,7 +840,7 @@ void arena_free_large(span_t *s)
 bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
 {
     size_t in_page = s->base - s->start;
-    size_t usable = large_usable_for(size, in_page);
+    size_t usable = arena_large_usable(size, in_page);
     size_t npages = (usable + in_page) >> LG_PAGE;
     if (npages == s->npages)
         return true;

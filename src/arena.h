@@ -95,6 +95,10 @@ void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NS
 arena_t *arena_get(unsigned index);
 /* The next arena in round-robin order. */
 arena_t *arena_choose(void);
+/* Sets the number of automatic arenas (mallopt M_ARENA_MAX) while only
+ * arena 0 exists: every thread so far chose it, so none is stranded in an
+ * arena past the new count. False once other arenas exist, or for 0. */
+bool arena_set_auto_count(unsigned n);
 /* Bin for objects of class c laid at phase bytes into each slab, typed or
  * not, made on first use; NULL only when out of metadata memory. */
 bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
@@ -140,6 +144,9 @@ unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want);
 void arena_bin_flush(void **objs, unsigned n);
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req);
+/* The usable bytes a fresh large block of size bytes starting in_page
+ * bytes into its first page gets. */
+size_t arena_large_usable(size_t size, size_t in_page);
 void arena_free_large(span_t *s);
 /* Resize a large block in place to the usable size a fresh block of size
  * bytes would get (grow into the next free run, or give the tail back;

@@ -134,8 +134,9 @@ static int h_narenas(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-    if (n < narenas_auto)
-        n = narenas_auto;
+    unsigned n_auto = __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);   /* mallopt may set it */
+    if (n < n_auto)
+        n = n_auto;
     return read_only(c, &n, sizeof(n));
 }
 

@@ -7,6 +7,7 @@
  */
 #include "alloc.h"
 #include "os.h"
+#include "override_cxx.h"
 
 #include <dpmalloc.h>
 #include <errno.h>
@@ -109,6 +110,68 @@ LIBC_ENTRY void free_aligned_sized(void *p, size_t align, size_t size)
     (void)align;
     free_sized_impl(p, size, "free_aligned_sized");
 }
+
+/* glibc's own names for the same calls, which some programs and
+ * libraries (and glibc's own dlopen/atfork code in old versions) call
+ * directly: a block from them reaches our free. cfree is glibc's
+ * compatibility name for free (no longer declared). */
+void cfree(void *p);
+void *__libc_malloc(size_t size);
+void *__libc_calloc(size_t n, size_t size);
+void *__libc_realloc(void *p, size_t size);
+void __libc_free(void *p);
+void *__libc_memalign(size_t align, size_t size);
+void *__libc_valloc(size_t size);
+void *__libc_pvalloc(size_t size);
+LIBC_ENTRY void *__libc_malloc(size_t size) { return alloc_fast(size); }
+LIBC_ENTRY void *__libc_calloc(size_t n, size_t size) { return calloc_impl(n, size); }
+LIBC_ENTRY void *__libc_realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
+LIBC_ENTRY void __libc_free(void *p) { free_fast(p, "free"); }
+LIBC_ENTRY void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
+LIBC_ENTRY void *__libc_valloc(size_t size) { return valloc(size); }
+LIBC_ENTRY void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+LIBC_ENTRY void cfree(void *p) { free_fast(p, "free"); }
+
+/* ---- the C side of the C++ operators (override_cxx.cc) ---------------- */
+/* Only where override_cxx.cc is built: cxx_new_retry lives there. */
+#if DPM_HAVE_CXX
+
+void *cxx_try_alloc(size_t size, size_t align)
+{
+    if (align == 0)
+        return alloc_fast(size);
+    if (!is_pow2(align) || align > DPM_MAX_ALIGN)
+        return NULL;
+    return aligned_at_impl(size, align, 0, false);
+}
+
+void *cxx_new(size_t size)
+{
+    void *p = alloc_fast(size);
+    return likely(p != NULL) ? p : cxx_new_retry(size, 0, false);
+}
+
+void *cxx_new_nothrow(size_t size)
+{
+    void *p = alloc_fast(size);
+    return likely(p != NULL) ? p : cxx_new_retry(size, 0, true);
+}
+
+void *cxx_new_aligned(size_t size, size_t align)
+{
+    void *p = cxx_try_alloc(size, align);
+    return likely(p != NULL) ? p : cxx_new_retry(size, align, false);
+}
+
+void *cxx_new_aligned_nothrow(size_t size, size_t align)
+{
+    void *p = cxx_try_alloc(size, align);
+    return likely(p != NULL) ? p : cxx_new_retry(size, align, true);
+}
+
+void cxx_delete(void *p) { free_fast(p, "operator delete"); }
+void cxx_delete_sized(void *p, size_t size) { free_sized_impl(p, size, "operator delete"); }
+#endif
 
 /* Sends every thread's cached large blocks home (idle threads' too) and
  * returns every arena's free pages to the OS now; 1 if memory was

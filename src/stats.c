@@ -10,6 +10,7 @@
 #include "types.h"
 
 #include <dpmalloc.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -173,6 +174,25 @@ static void snap_arena(arena_snap_t *o, arena_t *a)
     mutex_stats_add(&a->lock, &o->arena_lock);
 }
 
+/* Bytes (and, when nblocks is given, small blocks) a live thread cache
+ * holds. Its owner moves the bins' heads meanwhile: read atomically, the
+ * figure is a moment's view. */
+static size_t tc_cached_bytes(const tcache_t *tc, size_t *nblocks)
+{
+    size_t bytes = 0, blocks = 0;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        const tc_bin_t *b = &tc->bins[c];
+        void **head = __atomic_load_n(&((tc_bin_t *)b)->head, __ATOMIC_RELAXED);
+        uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
+        size_t cached = (uint16_t)(top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
+        bytes += cached * sc_size(c);
+        blocks += cached;
+    }
+    if (nblocks != NULL)
+        *nblocks += blocks;
+    return bytes + tcache_large_bytes(tc);
+}
+
 /* Live thread caches: their counters and the bytes they hold. */
 static void add_tcache(const tcache_t *tc, void *arg)
 {
@@ -184,12 +204,8 @@ static void add_tcache(const tcache_t *tc, void *arg)
         const tc_bin_t *b = &tc->bins[c];
         add_tc_totals(o, c, counter_read(&b->nrequests), counter_read(&tc->stats[c].nmisses),
                       counter_read(&tc->stats[c].nfills), counter_read(&tc->stats[c].nflushes));
-        void **head = __atomic_load_n(&((tc_bin_t *)b)->head, __ATOMIC_RELAXED);
-        uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
-        size_t cached = (uint16_t)(top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
-        o->tcache_bytes += cached * sc_size(c);
     }
-    o->tcache_bytes += tcache_large_bytes(tc);
+    o->tcache_bytes += tc_cached_bytes(tc, NULL);
     add_samples(o, &tc->samples);
 }
 
@@ -508,12 +524,6 @@ static void write_stderr(void *opaque, const char *text)
  * lock is held, and handed to the caller's callback only after the lock
  * is released: the callback is user code, which may allocate, call
  * dpm_ctl (epoch refreshes take this lock) or create threads. */
-typedef struct text_buf {
-    char *text;
-    size_t len, cap;     /* cap: bytes mapped; text[len] is always '\0' */
-    bool failed;         /* a mapping failed: the report is cut short */
-} text_buf_t;
-
 static void text_buf_append(void *opaque, const char *piece)
 {
     text_buf_t *b = opaque;
@@ -604,4 +614,95 @@ DPM_EXPORT void dpm_stats_print(void (*write_cb)(void *, const char *), void *cb
 void stats_print_at_exit(void)
 {
     dpm_stats_print(NULL, NULL, opt.stats_print_opts);
+}
+
+/* ---- libc-shaped views (mallinfo, malloc_stats, malloc_info) ------------ */
+
+void text_buf_printf(text_buf_t *b, const char *fmt, ...)
+{
+    char piece[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(piece, sizeof(piece), fmt, ap);
+    va_end(ap);
+    if (n >= 0)
+        text_buf_append(b, piece);
+}
+
+void text_buf_release(text_buf_t *b)
+{
+    if (b->text != NULL)
+        os_unmap(b->text, b->cap);
+    b->text = NULL;
+    b->len = b->cap = 0;
+}
+
+bool stats_render(void (*render)(const stats_snap_t *, text_buf_t *, void *), void *arg, text_buf_t *buf)
+{
+    memset(buf, 0, sizeof(*buf));
+    if (!dpm_ready())
+        return false;
+    stats_lock();
+    refresh_locked();
+    render(&snap, buf, arg);
+    stats_unlock();
+    return buf->text != NULL && !buf->failed;
+}
+
+/* One arena's share of the brief: the same counters the snapshot reads
+ * (bins' live objects, the page heap's gauges, large blocks), without
+ * walking the free-run lists or copying per-bin rows. */
+static void brief_bin(bin_t *bin, void *arg)
+{
+    stats_brief_t *o = arg;
+    mutex_lock(&bin->lock);
+    o->allocated += (size_t)(bin->stats.nmalloc - bin->stats.nfree) * bin->objsize;
+    mutex_unlock(&bin->lock);
+}
+
+static void brief_arena(stats_brief_t *o, arena_t *a)
+{
+    for (unsigned c = 0; c < NSMALL; c++)
+        brief_bin(&a->bins[c], o);
+    arena_for_each_special_bin(a, brief_bin, o);
+    mutex_lock(&a->lock);
+    const page_heap_t *ph = &a->ph;
+    o->mapped += ph->mapped_bytes;
+    for (int st = 0; st < RUN_NSTATES; st++)
+        o->free_runs += ph->free_runs[st].nruns;
+    o->free_resident += (ph->free_runs[RUN_DIRTY].npages + ph->free_runs[RUN_RETAINED].npages +
+                         ph->free_runs[RUN_MUZZY].npages)
+                        << LG_PAGE;
+    for (unsigned c = 0; c < NLARGE_STATS; c++) {
+        o->allocated += a->large[c].live_bytes;
+        o->large_blocks += (size_t)(a->large[c].nmalloc - a->large[c].nfree);
+    }
+    mutex_unlock(&a->lock);
+    o->narenas++;
+}
+
+static void brief_tcache(const tcache_t *tc, void *arg)
+{
+    stats_brief_t *o = arg;
+    o->tcache_bytes += tc_cached_bytes(tc, &o->tcache_blocks);
+}
+
+void stats_brief(stats_brief_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!dpm_ready())
+        return;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    arenas_iteration_lock();
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL && !a->destroyed)
+            brief_arena(out, a);
+    }
+    arenas_iteration_unlock();
+    tcaches_for_each(brief_tcache, out);
+    size_t held = out->allocated;   /* blocks out of the bins and page heaps */
+    out->allocated = held > out->tcache_bytes ? held - out->tcache_bytes : 0;
+    out->metadata = base_mapped_bytes();
+    out->mapped += out->metadata;
 }

@@ -68,6 +68,35 @@ typedef struct stats_snap {
     arena_snap_t *arenas;           /* narenas entries */
 } stats_snap_t;
 
+/* Text rendered while the stats lock is held, handed to user code (a
+ * callback, a FILE) only after it is released. */
+typedef struct text_buf {
+    char *text;
+    size_t len, cap;     /* cap: bytes mapped; text[len] is always '\0' */
+    bool failed;         /* a mapping failed: the text is cut short */
+} text_buf_t;
+
+void text_buf_printf(text_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void text_buf_release(text_buf_t *b);
+/* Refreshes the snapshot and has render describe it into buf, both under
+ * the stats lock (render must not call user code). False (buf empty or
+ * cut short) if dpmalloc is not initialised or memory ran out. */
+bool stats_render(void (*render)(const stats_snap_t *, text_buf_t *, void *), void *arg, text_buf_t *buf);
+
+/* What mallinfo reports, from counters only: no snapshot, no epoch, no
+ * walk of any list; bins' and arenas' locks are taken one at a time. */
+typedef struct stats_brief {
+    size_t mapped;          /* arenas' segments + metadata */
+    size_t metadata;
+    size_t allocated;       /* as stats.allocated */
+    size_t tcache_bytes, tcache_blocks;   /* blocks: small ones only */
+    size_t free_runs;       /* free page runs, every state */
+    size_t free_resident;   /* bytes of free pages not yet purged (dirty, muzzy) */
+    size_t large_blocks;    /* live large blocks (thread-cached ones included) */
+    unsigned narenas;       /* existing arenas */
+} stats_brief_t;
+void stats_brief(stats_brief_t *out);
+
 /* Takes a new snapshot; returns the new epoch. */
 uint64_t stats_refresh(void);
 /* The current snapshot (valid until the next refresh); refreshes once if

@@ -1,0 +1,164 @@
+/*
+ * override_cxx.cc - every global operator new and delete, exported by the
+ * overriding libraries (preloaded or linked) when a C++ compiler built
+ * them. Without them, libstdc++'s operator new calls malloc through the
+ * PLT and loops there; here each operator is one jump into override.c,
+ * which inlines dpmalloc's fast paths.
+ *
+ * Failure follows the standard: new calls the new-handler until the
+ * allocation succeeds and throws std::bad_alloc when there is none; the
+ * nothrow forms return nullptr instead. Sized deletes hand their size to
+ * the sized free, so the secure mode checks it.
+ *
+ * dpmalloc must not depend on the C++ runtime: preloaded into a C program
+ * it may not load libstdc++. So this file is built without exceptions and
+ * RTTI and reaches libstdc++ only through weak references (a C++ program
+ * has it loaded, so they resolve) or, when libstdc++ came later with a
+ * dlopen()ed library, by looking it up then (stdcxx_lookup). The handler's
+ * exception and the one thrown here unwind through these frames by their
+ * .eh_frame tables (-fasynchronous-unwind-tables), which need nothing from
+ * the runtime.
+ */
+#include "override_cxx.h"
+
+extern "C" {
+#include "error.h"
+}
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <new>
+
+#define CXX_EXPORT __attribute__((visibility("default")))
+
+/* The mangled names below are those of LP64 Linux (size_t is unsigned long: "m"). */
+static_assert(sizeof(size_t) == sizeof(unsigned long), "mangled names assume LP64");
+
+typedef void (*handler_fn)();
+typedef handler_fn (*get_handler_fn)();
+typedef void (*throw_fn)();
+typedef void *(*nothrow_new_fn)(size_t, const std::nothrow_t &);
+typedef void *(*nothrow_new_aligned_fn)(size_t, std::align_val_t, const std::nothrow_t &);
+
+/* libstdc++'s std::get_new_handler() and std::__throw_bad_alloc(): weak,
+ * so null where no C++ runtime was loaded with the program. */
+extern "C" {
+__attribute__((weak, visibility("default"))) handler_fn stdcxx_get_new_handler() __asm__("_ZSt15get_new_handlerv");
+__attribute__((weak, visibility("default"), noreturn)) void stdcxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv");
+}
+
+/* Weak too: a fully static program has no dlopen (and then no libstdc++
+ * that could come later). */
+#pragma weak dlopen
+#pragma weak dlsym
+#pragma weak dlclose
+
+/* name in libstdc++ if it is loaded at all, also by a dlopen()ed library
+ * with RTLD_LOCAL (outside the global scope a weak reference is bound
+ * in); nullptr otherwise. The handle is libstdc++'s own, so the symbol is
+ * its definition, never one of ours that interposes it. */
+static void *stdcxx_lookup(const char *name)
+{
+    if (dlopen == nullptr || dlsym == nullptr || dlclose == nullptr)
+        return nullptr;
+    void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == nullptr)
+        return nullptr;
+    void *sym = dlsym(lib, name);
+    dlclose(lib);   /* only drops the reference RTLD_NOLOAD took */
+    return sym;
+}
+
+static handler_fn current_handler()
+{
+    get_handler_fn get = stdcxx_get_new_handler;
+    if (get == nullptr)
+        get = reinterpret_cast<get_handler_fn>(stdcxx_lookup("_ZSt15get_new_handlerv"));
+    return get != nullptr ? get() : nullptr;
+}
+
+[[noreturn]] static void throw_bad_alloc()
+{
+    throw_fn thrower = stdcxx_throw_bad_alloc;
+    if (thrower == nullptr)
+        thrower = reinterpret_cast<throw_fn>(stdcxx_lookup("_ZSt17__throw_bad_allocv"));
+    if (thrower != nullptr)
+        thrower();
+    /* Only a C caller that looked the operator up by its mangled name
+     * gets here: no C++ code runs without libstdc++ loaded. */
+    dpm_warn3("operator new(): out of memory, and no C++ runtime (libstdc++) is loaded to throw std::bad_alloc",
+              NULL, NULL);
+    abort();
+}
+
+void *cxx_new_retry(size_t size, size_t align, bool nothrow)
+{
+    if (nothrow) {
+        if (current_handler() == nullptr)
+            return nullptr;
+        const std::nothrow_t tag{};   /* not std::nothrow: that is libstdc++'s object */
+        /* The handler may throw std::bad_alloc, which a nothrow new turns
+         * into nullptr: that takes a catch, which this file cannot have.
+         * libstdc++'s nothrow operator new is that catch around the
+         * throwing operator new, i.e. around ours (the loop below). */
+        if (align == 0) {
+            nothrow_new_fn f = reinterpret_cast<nothrow_new_fn>(stdcxx_lookup("_ZnwmRKSt9nothrow_t"));
+            if (f != nullptr)
+                return f(size, tag);
+        } else {
+            nothrow_new_aligned_fn f =
+                reinterpret_cast<nothrow_new_aligned_fn>(stdcxx_lookup("_ZnwmSt11align_val_tRKSt9nothrow_t"));
+            if (f != nullptr)
+                return f(size, std::align_val_t(align), tag);
+        }
+        /* A handler but no libstdc++ to look up (a fully static
+         * program): the loop below, where a throwing handler's exception
+         * passes through. */
+    }
+    for (;;) {
+        handler_fn handler = current_handler();
+        if (handler == nullptr) {
+            if (nothrow)
+                return nullptr;
+            throw_bad_alloc();
+        }
+        handler();
+        void *p = cxx_try_alloc(size, align);
+        if (p != nullptr)
+            return p;
+    }
+}
+
+static inline size_t align_of(std::align_val_t al) { return static_cast<size_t>(al); }
+
+CXX_EXPORT void *operator new(size_t size) { return cxx_new(size); }
+CXX_EXPORT void *operator new[](size_t size) { return cxx_new(size); }
+CXX_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept { return cxx_new_nothrow(size); }
+CXX_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept { return cxx_new_nothrow(size); }
+
+CXX_EXPORT void operator delete(void *p) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete[](void *p) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete(void *p, size_t size) noexcept { cxx_delete_sized(p, size); }
+CXX_EXPORT void operator delete[](void *p, size_t size) noexcept { cxx_delete_sized(p, size); }
+
+CXX_EXPORT void *operator new(size_t size, std::align_val_t al) { return cxx_new_aligned(size, align_of(al)); }
+CXX_EXPORT void *operator new[](size_t size, std::align_val_t al) { return cxx_new_aligned(size, align_of(al)); }
+CXX_EXPORT void *operator new(size_t size, std::align_val_t al, const std::nothrow_t &) noexcept
+{
+    return cxx_new_aligned_nothrow(size, align_of(al));
+}
+CXX_EXPORT void *operator new[](size_t size, std::align_val_t al, const std::nothrow_t &) noexcept
+{
+    return cxx_new_aligned_nothrow(size, align_of(al));
+}
+
+/* An aligned block is freed like any other: its span knows its size. */
+CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept { cxx_delete(p); }
+CXX_EXPORT void operator delete(void *p, size_t size, std::align_val_t) noexcept { cxx_delete_sized(p, size); }
+CXX_EXPORT void operator delete[](void *p, size_t size, std::align_val_t) noexcept { cxx_delete_sized(p, size); }
