@@ -6,6 +6,7 @@
 
 __thread bool mutex_all_held_here;
 __thread uint32_t mutex_blocking_here;
+__thread uint32_t mutex_blocking_seq;
 
 void mutex_init(dpm_mutex_t *m)
 {

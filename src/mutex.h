@@ -84,8 +84,13 @@ extern __thread bool mutex_all_held_here;
  * "asleep in the middle of an allocator call" (tcache.c, reclaiming an
  * idle thread's cache). */
 extern __thread uint32_t mutex_blocking_here;
+/* Counts the sleeps mutex_blocking_here covered: a reader that sees it
+ * unchanged across its look at the thread knows no such sleep began in
+ * between. */
+extern __thread uint32_t mutex_blocking_seq;
 DPM_INLINE void mutex_blocking_begin(void)
 {
+    __atomic_store_n(&mutex_blocking_seq, mutex_blocking_seq + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&mutex_blocking_here, mutex_blocking_here + 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }

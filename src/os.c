@@ -12,6 +12,7 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -276,6 +277,57 @@ bool os_thread_sleeps_in_wait(int tid)
         }
     }
     return syscall_is_wait(nr, args[1]);
+}
+
+bool os_thread_blocked_signals(int tid, uint64_t *mask)
+{
+    char path[48] = "/proc/self/task/";
+    char *w = path + 16;
+    char digits[12];
+    int n = 0;
+    unsigned v = (unsigned)tid;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0 && n < (int)sizeof(digits));
+    while (n > 0)
+        *w++ = digits[--n];
+    memcpy(w, "/status", sizeof("/status"));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[2048];
+    ssize_t got = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (got <= 0)
+        return false;
+    buf[got] = 0;
+    const char *q = strstr(buf, "\nSigBlk:");
+    if (q == NULL)
+        return false;
+    q += 9;
+    while (*q == ' ' || *q == '\t')
+        q++;
+    uint64_t m = 0;
+    int digits_seen = 0;
+    for (;; q++, digits_seen++) {
+        int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+        if (d < 0)
+            break;
+        m = m << 4 | (uint64_t)d;
+    }
+    if (digits_seen == 0)
+        return false;
+    *mask = m;
+    return true;
+}
+
+uint64_t os_blocked_signals_here(void)
+{
+    uint64_t mask = 0;
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof(mask)) != 0)
+        return UINT64_MAX;   /* matches no thread's /proc view: never reclaimed */
+    return mask;
 }
 
 /* From <linux/mempolicy.h>, which a libc build need not have. */

@@ -64,6 +64,11 @@ int os_thread_id(void);
  * /proc/self/task/<tid>/syscall shows. False when it runs, sleeps in any
  * other system call, or /proc cannot tell. */
 bool os_thread_sleeps_in_wait(int tid);
+/* The signals thread tid blocks (bit n-1 for signal n), from
+ * /proc/self/task/<tid>/status; false if it cannot be read. */
+bool os_thread_blocked_signals(int tid, uint64_t *mask);
+/* The signals the calling thread blocks, in the same form. */
+uint64_t os_blocked_signals_here(void);
 /* Transparent huge page hint for a range ("thp" option). */
 void os_hint_hugepage(void *addr, size_t size, bool want);
 

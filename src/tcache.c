@@ -166,6 +166,8 @@ bool tcache_create_for_thread(void)
     tcache_reset(tc, arena);
     tc->tls_slot = &tls_tcache;
     tc->blocking = &mutex_blocking_here;
+    tc->blocking_seq = &mutex_blocking_seq;
+    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
     tc->tid = os_thread_id();
     tc->idle_sig = 0;
     tc->idle_since_ns = 0;
@@ -184,6 +186,7 @@ bool tcache_create_for_thread(void)
  * store must not undo that while it works. */
 static void attach(tcache_t *tc)
 {
+    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
     mutex_lock(&tc->large.lock);
     __atomic_store_n(&tls_tcache, tc, __ATOMIC_RELAXED);
     mutex_unlock(&tc->large.lock);
@@ -385,8 +388,11 @@ void tcache_event(tcache_t *tc)
     if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
         return;
     unsigned c = tc->gc_next++ % g.tcache_nclasses;
-    if (c == 0)   /* once per round over the bins: idle large blocks go home */
+    if (c == 0) {   /* once per round over the bins: idle large blocks go home */
         tcache_large_flush(tc, true, NULL);
+        /* the mask reclaimers compare with (tcaches_reclaim) */
+        __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
+    }
     tc_bin_t *b = &tc->bins[c];
     unsigned idle = unused_since_trim(b);
     if (idle > tc_bin_count(b))
@@ -601,13 +607,15 @@ static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
  * malloc and free take the slow path, which puts the cache back under
  * tc->large.lock (attach), held here throughout. Then it checks that the
  * thread sleeps in a futex or epoll wait (os_thread_sleeps_in_wait), and
- * not inside dpmalloc (mutex_blocking_here): the fast paths make no
- * system call, and every sleep inside dpmalloc raises the flag, so the
- * thread is in no allocator call, and the kernel's scheduling makes its
- * last stores visible here and the switch of tls_tcache visible to it
- * when it wakes. A signal handler may not sleep in those waits (they are
- * not async-signal-safe), so the sleep is not one inside an interrupted
- * malloc either. Anything else (running, other system calls, /proc
+ * not inside dpmalloc (mutex_blocking_here zero and mutex_blocking_seq
+ * unchanged around the look, so no such sleep began or ended meanwhile):
+ * the fast paths make no system call, and every sleep inside dpmalloc
+ * raises the flag, so the thread is in no allocator call, and the
+ * kernel's scheduling makes its last stores visible here and the switch
+ * of tls_tcache visible to it when it wakes. A signal handler's sleep
+ * could sit over an interrupted malloc: a handler runs with its signal
+ * blocked, so a thread whose blocked signals (/proc SigBlk) differ from
+ * the mask it last recorded in a slow path is left alone. Anything else (running, other system calls, /proc
  * unreadable) leaves the bins alone. Under the thread sanitizer, which
  * cannot see the ordering the kernel gives, only large caches are
  * reclaimed. */
@@ -642,7 +650,14 @@ static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns)
         goto out;
     __atomic_store_n(tc->tls_slot, &tcache_empty, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (!os_thread_sleeps_in_wait(tc->tid) || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0)
+    uint32_t depth = __atomic_load_n(tc->blocking, __ATOMIC_RELAXED);
+    uint32_t seq = __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED);
+    uint64_t sigblk;
+    bool asleep = os_thread_sleeps_in_wait(tc->tid) && os_thread_blocked_signals(tc->tid, &sigblk) &&
+                  sigblk == __atomic_load_n(&tc->sigmask, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!asleep || depth != 0 || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0 ||
+        __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED) != seq)
         goto out;   /* its next slow path puts the cache back as it is */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     bytes = flush_small(tc);

@@ -125,6 +125,8 @@ typedef struct tcache {
     /* For reclaimers (tcaches_reclaim), set by the owner at creation: */
     struct tcache **tls_slot;   /* the owner's tls_tcache */
     const uint32_t *blocking;   /* the owner's mutex_blocking_here */
+    const uint32_t *blocking_seq; /* and mutex_blocking_seq */
+    uint64_t sigmask;           /* the owner's blocked signals, as last seen by the owner */
     int tid;                    /* the owner's kernel thread id */
     /* reclaimers only, under large.lock: the bins' state at the last
      * pass, and since when it has not changed */
