@@ -42,6 +42,8 @@ const opt_desc_t opt_table[] = {
     {"hugepages", OPT_BOOL, &opt.hugepages, 0, 1},
     {"thp", OPT_STRING, thp_text, 0, sizeof(thp_text)},
     {"slab_sizes", OPT_STRING, opt.slab_sizes, 0, sizeof(opt.slab_sizes)},
+    {"pcv_slots", OPT_UNSIGNED, &opt.pcv_slots, 0, 4096},
+    {"pcv_size", OPT_SIZE, &opt.pcv_size, (int64_t)64 << 10, (int64_t)256 << 20},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);
 
@@ -59,6 +61,7 @@ static void set_defaults(void)
     opt.oversize_threshold = (size_t)32 << 20;
     opt.dirty_decay_ms = 10000;
     opt.muzzy_decay_ms = 0;
+    opt.pcv_size = (size_t)1 << 20;
 }
 
 typedef struct token {
