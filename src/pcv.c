@@ -65,8 +65,10 @@ static dpm_mutex_t pcv_lock = DPM_MUTEX_INITIALIZER;
 static bool atfork_registered;
 
 /* The calling thread's slot region minus one (so that bias + handle id is
- * the variable), and its slot plus one; both 0 while it has no slot. */
-static __thread uintptr_t tls_bias;
+ * the variable; read inline by dpm_pcv_this in the header), and its slot
+ * plus one; both 0 while it has no slot. */
+DPM_EXPORT __thread size_t dpm_pcv_tls_bias_;
+#define tls_bias dpm_pcv_tls_bias_
 static __thread unsigned tls_slot1;
 static __thread bool pcv_fork_locked;
 
@@ -418,8 +420,8 @@ static DPM_NOINLINE void *this_slow(dpm_pcv_t h)
     return (void *)(tls_bias + h.id);
 }
 
-/* The fast path: a thread-local load, a test and an add. */
-DPM_EXPORT void *dpm_pcv_this(dpm_pcv_t h)
+/* The header's inline dpm_pcv_this, as a function. */
+DPM_EXPORT void *dpm_pcv_this_noinline(dpm_pcv_t h)
 {
     uintptr_t b = tls_bias;
     if (likely(b != 0))

@@ -82,15 +82,33 @@ void dpm_pcv_free(dpm_pcv_t h);
 /**
  * The calling thread's copy of variable @p h.
  *
- * A thread-local load, a test and an add; the first call of a thread
- * without a slot takes the lowest free slot (a lock, and a system call
- * that faults the slot's pages in on this thread's NUMA node).
+ * Inline with GCC and clang: a thread-local load, a test and an add; the
+ * first call of a thread without a slot goes out of line and takes the
+ * lowest free slot (a lock, and a system call that faults the slot's
+ * pages in on this thread's NUMA node). dpm_pcv_this_noinline is the same
+ * as a function (other compilers, other languages).
  *
  * @return
  *   The address, or NULL with errno = EAGAIN when every slot is held by a
  *   live thread (or ENOMEM when the per-core memory cannot be set up).
  */
-void *dpm_pcv_this(dpm_pcv_t h);
+void *dpm_pcv_this_noinline(dpm_pcv_t h);
+
+#if defined(__GNUC__)
+/* Not API: the calling thread's slot region minus one, 0 without a slot.
+ * Initial-exec like the rest of dpmalloc's thread-locals: dpmalloc is
+ * linked or preloaded, not dlopen'ed. */
+extern __thread size_t dpm_pcv_tls_bias_ __attribute__((tls_model("initial-exec")));
+static inline void *dpm_pcv_this(dpm_pcv_t h)
+{
+    size_t b = dpm_pcv_tls_bias_;
+    if (__builtin_expect(b != 0, 1))
+        return (void *)(b + h.id);
+    return dpm_pcv_this_noinline(h);
+}
+#else
+#define dpm_pcv_this(h) dpm_pcv_this_noinline(h)
+#endif
 
 /**
  * Slot @p slot's copy of variable @p h. The address is stable for the
