@@ -4,7 +4,8 @@
  * Proves: slots are dense (the lowest free one at first use) and go back
  * at thread exit, keeping their values for the next thread; explicit slots
  * (EINVAL past the count, EBUSY while another live thread holds one, the
- * old slot freed on a move); dpm_pcv_at and dpm_pcv_this agree; variables
+ * old slot freed on a move); dpm_pcv_at, dpm_pcv_this and
+ * dpm_pcv_this_noinline agree; variables
  * of odd sizes and alignments honour the alignment in every slot, stay
  * inside their slot's region, and no 128-byte line (nor page) holds bytes
  * of two slots; new variables read zero in every slot, also when they
@@ -200,7 +201,7 @@ static void *check_agree(void *arg)
     unsigned s = dpm_thread_slot();
     for (int i = 0; i < NAGREE; i++) {
         char *p = dpm_pcv_this(agree_vars[i]);
-        if (p == NULL || p != dpm_pcv_at(agree_vars[i], s))
+        if (p == NULL || p != dpm_pcv_at(agree_vars[i], s) || p != dpm_pcv_this_noinline(agree_vars[i]))
             (*bad)++;
     }
     return NULL;
