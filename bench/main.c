@@ -34,8 +34,9 @@ const struct workload workloads[] = {
                 "frees: us per thread", run_threads, 0, NULL},
     {"tunnels", "VPP GTP-U: tunnel + rewrite vector (align 64 at offset 4) + route each: "
                 "clocks per call, RSS over requested bytes (seed 002)", run_tunnels, 0, NULL},
-    {"counters", "per-thread 24-byte counters: packed, padded, one malloc(24) per thread: "
-                 "increments per second (seed 001)", run_counters, 0, NULL},
+    {"counters", "per-thread 24-byte counters: packed, padded, one malloc(24) per thread, and "
+                 "a per-core variable (dpm_pcv, dpmalloc's column): increments per second "
+                 "(seed 001)", run_counters, 0, NULL},
     {"larson", "Larson server: threads replace random 16-1024 B objects, each generation "
                "inherits the last one's objects", run_larson, 0, NULL},
     {"prodcons", "producer/consumer: one thread allocates, another checks and frees",

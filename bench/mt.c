@@ -5,7 +5,9 @@
  *             for N = 64 ... 4096 (the DPDK 16-thread table, seed 000);
  *   counters  per-thread 24-byte counters packed in one array (cores share
  *             lines, seed 001) vs padded to a cache line vs one allocator
- *             block per thread (does the allocator keep threads apart?).
+ *             block per thread (does the allocator keep threads apart?)
+ *             vs a dpmalloc per-core variable (dpm_pcv_this; dpmalloc's
+ *             column only: the peers have no such facility).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "dpmbench.h"
+#include <dpmalloc/pcv.h>
 
 /* ---- threads --------------------------------------------------------------- */
 
@@ -93,13 +96,17 @@ struct counter24 {
     uint16_t role;
 };
 
-enum counter_layout { PACKED, PADDED, PER_THREAD_BLOCK };
+/* PER_CORE_VAR takes the counter's address once, as the other rows do;
+ * PER_CORE_VAR_EACH asks dpm_pcv_this for it at every increment, as code
+ * that keeps only the handle does (the cost of the lookup itself). */
+enum counter_layout { PACKED, PADDED, PER_THREAD_BLOCK, PER_CORE_VAR, PER_CORE_VAR_EACH };
 
 struct counters_arg {
     struct member m;
     struct bench_ctx *ctx;
     enum counter_layout layout;
     char *shared;        /* the packed or padded array */
+    dpm_pcv_t var;       /* the per-core variable */
     long iterations;
     int ok;
 };
@@ -111,6 +118,9 @@ static struct counter24 *counter_for(struct counters_arg *a)
         return (struct counter24 *)(a->shared + (size_t)a->m.index * sizeof(struct counter24));
     case PADDED:
         return (struct counter24 *)(a->shared + (size_t)a->m.index * 64);
+    case PER_CORE_VAR:
+    case PER_CORE_VAR_EACH:
+        return must_alloc(dpm_pcv_this(a->var), 24, 8, 0);
     case PER_THREAD_BLOCK:
         break;
     }
@@ -123,9 +133,17 @@ static void counters_body(struct member *m)
     volatile struct counter24 *c = counter_for(a);
     c->packets = 0;
     c->bytes = 0;
-    for (long i = 0; i < a->iterations; i++) {
-        c->packets++;
-        c->bytes += 64;
+    if (a->layout == PER_CORE_VAR_EACH) {
+        for (long i = 0; i < a->iterations; i++) {
+            volatile struct counter24 *mine = dpm_pcv_this(a->var);
+            mine->packets++;
+            mine->bytes += 64;
+        }
+    } else {
+        for (long i = 0; i < a->iterations; i++) {
+            c->packets++;
+            c->bytes += 64;
+        }
     }
     a->ok = c->packets == (uint64_t)a->iterations && c->bytes == 64 * (uint64_t)a->iterations;
     if (a->layout == PER_THREAD_BLOCK)
@@ -137,32 +155,41 @@ static double counters_once(struct bench_ctx *ctx, enum counter_layout layout, l
     int t = ctx->threads;
     struct counters_arg *args = calloc((size_t)t, sizeof *args);
     char *shared = must_alloc(ctx->be->alloc_aligned((size_t)t * 64, 64), (size_t)t * 64, 64, 0);
+    dpm_pcv_t var = DPM_PCV_INVALID;
     if (!args)
         fail("out of memory");
+    if (layout >= PER_CORE_VAR && !dpm_pcv_valid(var = dpm_pcv_alloc(sizeof(struct counter24), 8)))
+        fail("dpm_pcv_alloc failed");
     memset(shared, 0, (size_t)t * 64);
     for (int i = 0; i < t; i++)
         args[i] = (struct counters_arg){.ctx = ctx, .layout = layout, .shared = shared,
-                                        .iterations = iterations};
+                                        .var = var, .iterations = iterations};
     double wall = run_team(&(struct thread_team){t, counters_body, args, sizeof *args});
     for (int i = 0; i < t; i++)
         if (!args[i].ok)
             fail("counters: thread %d lost increments", i);
     ctx->be->free(shared);
+    dpm_pcv_free(var);
     free(args);
     return (double)iterations * t / wall / 1e6;
 }
 
 int run_counters(struct bench_ctx *ctx)
 {
-    static const char *const names[] = {"packed 24 B", "padded 64 B", "malloc(24) per thread"};
+    static const char *const names[] = {"packed 24 B", "padded 64 B", "malloc(24) per thread",
+                                        "per-core variable (dpm_pcv)",
+                                        "per-core variable, dpm_pcv_this each time"};
     long iterations = scaled(ctx, 20000000, 4000000, 20000);
-    struct samples mops[3] = {{0}};
+    /* dpm_pcv is dpmalloc's API, not an allocator call: its row is
+     * measured once, in dpmalloc's own column */
+    int last = ctx->kind == BACKEND_NATIVE_DPM ? PER_CORE_VAR_EACH : PER_THREAD_BLOCK;
+    struct samples mops[5] = {{0}};
     while (another_round(ctx)) {
-        for (int l = PACKED; l <= PER_THREAD_BLOCK; l++) {
+        for (int l = PACKED; l <= last; l++) {
             samples_add(&mops[l], counters_once(ctx, (enum counter_layout)l, iterations));
         }
     }
-    for (int l = PACKED; l <= PER_THREAD_BLOCK; l++)
+    for (int l = PACKED; l <= last; l++)
         emit_metric(ctx, names[l], "throughput", "Mops/s", l == PER_THREAD_BLOCK ? 'H' : '-',
                     &mops[l]);
     return 0;

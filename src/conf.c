@@ -45,6 +45,8 @@ const opt_desc_t opt_table[] = {
     {"numa", OPT_BOOL, &opt.numa, 0, 1},
     {"reserve_mb", OPT_SIZE, &opt.reserve_mb, 0, (int64_t)1 << 26},
     {"slab_sizes", OPT_STRING, opt.slab_sizes, 0, sizeof(opt.slab_sizes)},
+    {"pcv_slots", OPT_UNSIGNED, &opt.pcv_slots, 0, 4096},
+    {"pcv_size", OPT_SIZE, &opt.pcv_size, (int64_t)64 << 10, (int64_t)256 << 20},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);
 
@@ -63,6 +65,7 @@ static void set_defaults(void)
     opt.dirty_decay_ms = 10000;
     opt.muzzy_decay_ms = 0;
     opt.lg_hugepage = 21;
+    opt.pcv_size = (size_t)1 << 20;
 }
 
 typedef struct token {

@@ -41,6 +41,8 @@ typedef struct dpm_opts {
     size_t reserve_mb;                /* dpm_reserve at init (MiB) */
     uint32_t slab_pages[NSMALL];      /* 0: default shape */
     char slab_sizes[256];             /* as given, for opt.slab_sizes */
+    unsigned pcv_slots;               /* per-core variable slots; 0: automatic */
+    size_t pcv_size;                  /* bytes of per-core variables per slot */
 } dpm_opts_t;
 
 extern dpm_opts_t opt;

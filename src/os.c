@@ -378,3 +378,31 @@ int os_current_cpu(void)
 #endif
     return -1;
 }
+
+void *os_reserve(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+bool os_commit(void *addr, size_t size)
+{
+    if (mprotect(addr, size, PROT_READ | PROT_WRITE) != 0) {
+        errno = ENOMEM;
+        return false;
+    }
+    return true;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+
+bool os_populate_here(void *addr, size_t size)
+{
+    return size == 0 || madvise(addr, size, MADV_POPULATE_WRITE) == 0;
+}

@@ -2,8 +2,8 @@
  * os.h - the only room that talks to the kernel about memory.
  * Owns: reserving aligned address space, returning it, purging pages
  * (MADV_FREE / MADV_DONTNEED), CPU count and the clock used by decay.
- * May call: mmap, munmap, madvise, sched_getaffinity, clock_gettime, gettid,
- * and read /proc/self/task/<tid>/syscall.
+ * May call: mmap, munmap, mprotect, madvise, sched_getaffinity,
+ * clock_gettime, gettid, and read /proc/self/task/<tid>/{syscall,status}.
  */
 #ifndef DPM_OS_H
 #define DPM_OS_H
@@ -71,5 +71,19 @@ bool os_thread_blocked_signals(int tid, uint64_t *mask);
 uint64_t os_blocked_signals_here(void);
 /* Transparent huge page hint for a range ("thp" option). */
 void os_hint_hugepage(void *addr, size_t size, bool want);
+
+/* Address space only (PROT_NONE, no commit charge), page aligned; NULL
+ * with errno = ENOMEM. os_commit makes parts of it usable. */
+void *os_reserve(size_t size);
+/* Makes [addr, addr+size) of a reservation readable and writable (whole
+ * kernel pages); its pages appear, zero, at first touch. false with errno
+ * = ENOMEM when the kernel refuses (commit limit, map count). */
+bool os_commit(void *addr, size_t size);
+/* Faults the pages of [addr, addr+size) in for writing from the calling
+ * thread, without changing their contents, so new pages are placed by
+ * this thread's memory policy (its NUMA node). Pages already present stay
+ * where they are. false if the kernel lacks MADV_POPULATE_WRITE (< 5.14):
+ * the pages then appear where they are first written. */
+bool os_populate_here(void *addr, size_t size);
 
 #endif
