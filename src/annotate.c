@@ -18,6 +18,8 @@
 
 #define KEY_OFF 8
 #define KEY_LEN 4
+/* Blocks shorter than this have no key (at-offset blocks can be). */
+#define KEY_END (KEY_OFF + KEY_LEN)
 
 /* The usable size of the block that starts at p, or false if p starts no
  * live-looking block (foreign or interior pointers: the allocator reports
@@ -129,7 +131,8 @@ void ann_free(void *p)
     if (!block_usable(p, &usable))
         return;
     mark_noaccess(p, usable);
-    mark_defined((char *)p + KEY_OFF, KEY_LEN);   /* for the free path's key check */
+    if (usable >= KEY_END)
+        mark_defined((char *)p + KEY_OFF, KEY_LEN);   /* for the free path's key check */
 }
 
 void ann_usable(const void *p)
@@ -152,6 +155,7 @@ void ann_usable(const void *p)
  * the key bytes that ann_realloc_begin marked defined. */
 static __thread void *realloc_p;
 static __thread size_t realloc_req;
+static __thread bool realloc_has_key;
 #if DPM_VALGRIND
 static __thread unsigned char realloc_key_vbits[KEY_LEN];
 #endif
@@ -164,6 +168,9 @@ void ann_realloc_begin(void *p)
         return;
     realloc_p = p;
     realloc_req = requested_size(p, usable);
+    realloc_has_key = usable >= KEY_END;
+    if (!realloc_has_key)
+        return;
 #if DPM_VALGRIND
     if (realloc_req > KEY_OFF)
         VALGRIND_GET_VBITS((char *)p + KEY_OFF, realloc_key_vbits,
@@ -175,6 +182,8 @@ void ann_realloc_begin(void *p)
 /* Puts the key bytes of the realloc'd block back as they were. */
 static void key_restore(void *p, size_t req)
 {
+    if (!realloc_has_key)
+        return;
     char *key = (char *)p + KEY_OFF;
     size_t in_block = req <= KEY_OFF ? 0 : req - KEY_OFF < KEY_LEN ? req - KEY_OFF : KEY_LEN;
 #if DPM_VALGRIND
@@ -224,6 +233,13 @@ void ann_open(void *p, size_t n)
         mark_undefined(p, n);
 }
 void ann_close(void *p, size_t n) { mark_noaccess(p, n); }
+
+void ann_close_key(void *p)
+{
+    size_t usable;
+    if (block_usable(p, &usable) && usable >= KEY_END)
+        mark_noaccess((char *)p + KEY_OFF, KEY_LEN);
+}
 
 void ann_slot_below(void *head)
 {

@@ -58,6 +58,7 @@ void ann_realloc_done(void *old, void *p, size_t size);
 void ann_copy_from(void *p, size_t usable);
 void ann_open(void *p, size_t n);
 void ann_close(void *p, size_t n);
+void ann_close_key(void *p);
 void ann_slot_below(void *head);
 void ann_unmap(void *p, size_t n);
 
@@ -79,7 +80,7 @@ void ann_unmap(void *p, size_t n);
 /* The allocator reads or writes the free key of p (tcache.h). */
 #define DPM_ANN_OPEN_KEY(p) ann_open((char *)(p) + 8, 4)
 #define DPM_ANN_CLOSE(p, n) ann_close((p), (n))
-#define DPM_ANN_CLOSE_KEY(p) ann_close((char *)(p) + 8, 4)
+#define DPM_ANN_CLOSE_KEY(p) ann_close_key(p)
 /* The thread-cache slot just below head no longer holds a cached block:
  * the pointer left in it must not make a leaked block look reachable to
  * memcheck's leak check (head NULL: a bin without slots). */
