@@ -2,21 +2,35 @@
  * planted.c - a program with one planted heap bug, for the Valgrind and
  * ASan tests (tests/debug/run_valgrind.sh, tests/debug/asan_reports.c):
  *   planted <api> <bug>
- * api: dpm (the dpm_ API) or libc (malloc/free, which must be dpmalloc's:
- * linked or preloaded). bug:
+ * api: dpm (the dpm_ API; built with PLANTED_DPM_API) or libc (malloc and
+ * free, which must be dpmalloc's: linked or preloaded). bug:
  *   uaf        read a freed 24-byte block that sits in the thread cache
  *   overflow   write 1 byte past the requested size of a 24-byte block
  *   overflow100  the same past a 100-byte block
  *   leak       lose the only pointer to a 100-byte block
- *   realloc    grow a block by realloc, then write 1 byte past the new size
- *   none       use blocks correctly (no report expected)
+ *   realloc    grow a block by realloc (it moves), then write 1 byte past
+ *              the new size
+ *   realloc_in_place  shrink a 40-byte block to 30 (it stays), write at 30
+ *   none       use blocks correctly (no report expected); prints the
+ *              usable size of a 24-byte block, which tells whose malloc ran
+ *              (dpmalloc: 32, memcheck's own: 24)
  * Prints "planted: done" at the end, so a tool that does not stop at the
  * bug still shows the program ran to the end.
  */
-#include <dpmalloc.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef PLANTED_DPM_API
+#include <dpmalloc.h>
+#else
+#define dpm_malloc malloc
+#define dpm_free free
+#define dpm_realloc realloc
+#define dpm_calloc calloc
+#define dpm_usable_size malloc_usable_size
+#endif
 
 static int use_dpm;
 
@@ -29,6 +43,7 @@ static void xfree(void *p)
         free(p);
 }
 static void *xrealloc(void *p, size_t n) { return use_dpm ? dpm_realloc(p, n) : realloc(p, n); }
+static size_t xusable(void *p) { return use_dpm ? dpm_usable_size(p) : malloc_usable_size(p); }
 
 /* Keeps the compiler from proving the accesses out of bounds or dead. */
 static char *volatile sink;
@@ -44,7 +59,7 @@ __attribute__((noinline)) static void leak_one(void)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|realloc|none\n");
+        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|realloc|realloc_in_place|none\n");
         return 2;
     }
     use_dpm = strcmp(argv[1], "dpm") == 0;
@@ -79,9 +94,21 @@ int main(int argc, char **argv)
         sink = p;
         sink[40] = 1;
         xfree(p);
+    } else if (strcmp(bug, "realloc_in_place") == 0) {
+        char *p = xmalloc(40);
+        memset(p, 0, 40);
+        char *q = xrealloc(p, 30);
+        if (q != p)
+            return 3;
+        sink = q;
+        sink[30] = 1;
+        xfree(q);
     } else if (strcmp(bug, "none") == 0) {
         char *p = xmalloc(24);
         memset(p, 0, 24);
+        size_t u = xusable(p);   /* the whole usable size may be used */
+        printf("usable 24 -> %zu\n", u);
+        memset(p, 3, u);
         p = xrealloc(p, 20);   /* in place */
         p = xrealloc(p, 3000); /* moves */
         memset(p + 20, 1, 2980);
