@@ -72,6 +72,7 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     if (c < NSMALL) {
         if (!bin_block(&a->bins[c], &p))
             return fail_nomem();
+        DPM_ANN_OPEN(p, zero_bytes(c, size));
         if (zero)
             memset(p, 0, zero_bytes(c, size));
     } else {
@@ -79,6 +80,7 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
         if ((p = arena_alloc_large(a, &req)) == NULL)
             return NULL;
     }
+    DPM_ANN_OPEN(p, size);
     if (unlikely(opt.junk) && !zero)
         memset(p, JUNK_ALLOC, size);
     return p;
@@ -105,6 +107,7 @@ static void *alloc_slow_body(size_t size)
 void *alloc_at_low_water(size_t size, tc_bin_t *b)
 {
     void *p = tc_bin_pop(b);
+    DPM_ANN_SLOT_BELOW(b->head);
     if (p == NULL)
         return alloc_slow(size);
     counter_add(&b->nrequests, 1);
@@ -154,8 +157,10 @@ static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->ob
 /* Sends a validated block back to its slab or page heap, past any cache. */
 static void free_home(void *p, span_t *s)
 {
+    DPM_ANN_OPEN(p, span_usable(s));
     if (unlikely(opt.junk))
         memset(p, JUNK_FREE, span_usable(s));
+    DPM_ANN_CLOSE(p, span_usable(s));
     if (s->kind == SPAN_SLAB)
         arena_bin_flush(&p, 1);
     else
@@ -176,6 +181,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
         tcache_t *tc = tcache_mine();
         tc_bin_t *b = &tc->bins[c];
         *tc_key_word(p) = TC_FREE_KEY;
+        DPM_ANN_CLOSE_KEY(p);
         tcache_event(tc);
         if (!tc_bin_full(b))
             tc_bin_push(b, p);
@@ -183,6 +189,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
             tcache_free_full(tc, c, p);
         return;
     }
+    DPM_ANN_CLOSE_KEY(p);
     if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
         return;
     free_home(p, s);
@@ -236,6 +243,7 @@ void *calloc_impl(size_t n, size_t size)
         return fail_nomem();
     if (total <= SMALL_MAX) {
         void *p = alloc_fast(total);
+        DPM_ANN_OPEN(p, total);
         if (p != NULL)
             memset(p, 0, total);
         return p;
@@ -251,6 +259,7 @@ size_t usable_size_impl(const void *p, const char *call)
     if (p == NULL)
         return 0;
     const span_t *s = checked_span(p, call);
+    DPM_ANN_USABLE(p);
     return s->kind == SPAN_SLAB ? s->objsize : s->usable;
 }
 
@@ -293,6 +302,7 @@ static void *grown_block(size_t size, size_t align)
     p = a != NULL ? arena_alloc_large(a, &req) : NULL;
     if (p == NULL)
         return fail_nomem();
+    DPM_ANN_OPEN(p, size);
     if (unlikely(opt.junk) && !opt.zero)
         memset(p, JUNK_ALLOC, size);
     return p;
@@ -308,6 +318,8 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
         q = align <= QUANTUM ? alloc_fast(size) : aligned_at_impl(size, align, 0, false);
     if (q == NULL)
         return NULL;
+    DPM_ANN_ALLOC(q, size, false);
+    DPM_ANN_COPY_FROM(p, old_usable);
     memcpy(q, p, old_usable < size ? old_usable : size);
     span_t *qs = span_of(q);
     if (size > old_usable && qs->kind == SPAN_LARGE)
@@ -317,6 +329,7 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
      * of its size would take it back from the cache, with its cramped
      * neighbours, and move again; from the page heap that request is
      * placed where its free neighbours coalesced, and grows in place. */
+    DPM_ANN_FREE(p);
     if (old_span->kind == SPAN_LARGE && size > old_usable)
         free_home(p, old_span);
     else
@@ -326,6 +339,7 @@ static void *move_block(void *p, span_t *old_span, size_t size, size_t align, co
 
 static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
+    DPM_ANN_REALLOC_BEGIN(p);
     tcache_check_not_cached(p, s, call, "use after free of");
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
@@ -347,6 +361,7 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
         if (keep) {
             s->grew |= size > old;
             s->requested = size;
+            DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
             return p;
@@ -360,6 +375,7 @@ void *realloc_impl(void *p, size_t size, const char *call)
     if (p == NULL)
         return alloc_fast(size);
     if (size == 0) {
+        DPM_ANN_FREE(p);
         free_fast(p, call);
         return NULL;
     }
@@ -387,6 +403,7 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
     if (p == NULL)
         return alloc_uncached(thread_arena(), c, size, zero || opt.zero);
     counter_add(&b->nrequests, 1);
+    DPM_ANN_OPEN(p, size);
     if (zero)
         memset(p, 0, size);
     return p;
@@ -405,6 +422,7 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
         p = NULL;
     if (p == NULL)
         return NULL;
+    DPM_ANN_OPEN(p, zero_bytes(c, size));
     if (zero || opt.zero)
         memset(p, 0, zero_bytes(c, size));
     return p;
@@ -466,13 +484,16 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
                 s->type_ids[span_index_of(s, (uintptr_t)p)] = type;
                 type_count_alloc(type, s->objsize);
             }
+            DPM_ANN_OPEN(p, zero_bytes(c, size));
             if (zero || opt.zero)
                 memset(p, 0, zero_bytes(c, size));
+            DPM_ANN_ALLOC(p, size, zero);
             return p;
         }
     }
     large_request_t req = {.size = size, .align = align, .zero = zero || opt.zero, .type_id = type};
     void *p = arena_alloc_large(a, &req);
+    DPM_ANN_ALLOC(p, size, zero);
     return p != NULL ? p : fail_nomem();
 }
 
@@ -519,18 +540,42 @@ void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool
 
 /* ---- public dpm_ API --------------------------------------------------- */
 
-DPM_EXPORT void *dpm_malloc(size_t size) { return alloc_fast(size); }
-DPM_EXPORT void dpm_free(void *p) { free_fast(p, "free"); }
+DPM_EXPORT void *dpm_malloc(size_t size)
+{
+    void *p = alloc_fast(size);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
+}
+
+DPM_EXPORT void dpm_free(void *p)
+{
+    DPM_ANN_FREE(p);
+    free_fast(p, "free");
+}
+
 void free_sized_impl(void *p, size_t size, const char *call)
 {
     if (unlikely(opt.secure) && p != NULL && !size_fits_block(checked_span(p, call), size))
         dpm_misuse(call, p, "size does not match the block at");
+    DPM_ANN_FREE(p);
     free_fast(p, call);
 }
 
 DPM_EXPORT void dpm_free_sized(void *p, size_t size) { free_sized_impl(p, size, "free_sized"); }
-DPM_EXPORT void *dpm_calloc(size_t n, size_t size) { return calloc_impl(n, size); }
-DPM_EXPORT void *dpm_realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
+DPM_EXPORT void *dpm_calloc(size_t n, size_t size)
+{
+    void *p = calloc_impl(n, size);
+    DPM_ANN_ALLOC(p, n * size, true);
+    return p;
+}
+
+DPM_EXPORT void *dpm_realloc(void *p, size_t size)
+{
+    void *q = realloc_impl(p, size, "realloc");
+    DPM_ANN_REALLOC_DONE(p, q, size);
+    return q;
+}
+
 DPM_EXPORT size_t dpm_usable_size(const void *p) { return usable_size_impl(p, "dpm_usable_size"); }
 
 /* What malloc(size) hands out: the class size for slab classes and large
@@ -547,33 +592,45 @@ DPM_EXPORT size_t dpm_good_size(size_t size)
 
 DPM_EXPORT void *dpm_malloc_aligned(size_t size, size_t align)
 {
-    return bad_alignment(align) ? NULL : aligned_at_impl(size, align, 0, false);
+    void *p = bad_alignment(align) ? NULL : aligned_at_impl(size, align, 0, false);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
 }
 
 DPM_EXPORT void *dpm_malloc_aligned_at(size_t size, size_t align, size_t offset)
 {
-    return bad_alignment(align) ? NULL : aligned_at_impl(size, align, offset, false);
+    void *p = bad_alignment(align) ? NULL : aligned_at_impl(size, align, offset, false);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
 }
 
 DPM_EXPORT void *dpm_zalloc_aligned(size_t size, size_t align)
 {
-    return bad_alignment(align) ? NULL : aligned_at_impl(size, align, 0, true);
+    void *p = bad_alignment(align) ? NULL : aligned_at_impl(size, align, 0, true);
+    DPM_ANN_ALLOC(p, size, true);
+    return p;
 }
 
 DPM_EXPORT void *dpm_realloc_aligned(void *p, size_t size, size_t align)
 {
     if (bad_alignment(align))
         return NULL;
-    if (p == NULL)
-        return aligned_at_impl(size, align, 0, false);
+    if (p == NULL) {
+        void *q = aligned_at_impl(size, align, 0, false);
+        DPM_ANN_ALLOC(q, size, false);
+        return q;
+    }
     if (size == 0) {
+        DPM_ANN_FREE(p);
         free_fast(p, "dpm_realloc_aligned");
         return NULL;
     }
     span_t *s = checked_span(p, "dpm_realloc_aligned");
     if (unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    return realloc_in_span(p, s, size, align, "dpm_realloc_aligned");
+    void *q = realloc_in_span(p, s, size, align, "dpm_realloc_aligned");
+    DPM_ANN_REALLOC_DONE(p, q, size);
+    return q;
 }
 
 DPM_EXPORT void *dpm_malloc_typed(const char *type, size_t size, size_t align)
@@ -599,6 +656,7 @@ DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_
     if (p == NULL)
         return typed_alloc(type, size, align, false);
     if (size == 0) {
+        DPM_ANN_FREE(p);
         free_fast(p, "dpm_realloc_typed");
         return NULL;
     }
@@ -606,7 +664,9 @@ DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_
     void *q = typed_alloc(type, size, align, false);
     if (q == NULL)
         return NULL;
+    DPM_ANN_COPY_FROM(p, old);
     memcpy(q, p, old < size ? old : size);
+    DPM_ANN_FREE(p);
     free_fast(p, "dpm_realloc_typed");
     return q;
 }

@@ -60,6 +60,7 @@ DPM_INLINE void *alloc_fast(size_t size)
         __atomic_store_n(&b->head, h + 1, __ATOMIC_RELAXED);   /* read by other threads (tcache.h) */
         tc_block_handed_out(p);
         b->hot = h[1];
+        DPM_ANN_SLOT_BELOW(b->head);
 #if DPM_STATS
         counter_bump_fast(&b->nrequests);
 #endif
@@ -99,6 +100,7 @@ DPM_INLINE void free_fast(void *p, const char *call)
         if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
             likely(*tc_key_word(p) != TC_FREE_KEY)) {
             *tc_key_word(p) = TC_FREE_KEY;
+            DPM_ANN_CLOSE_KEY(p);
             tc_bin_push(b, p);
             return;
         }

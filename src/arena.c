@@ -4,6 +4,7 @@
  * decay clock.
  */
 #include "arena.h"
+#include "annotate.h"
 #include "conf.h"
 #include "error.h"
 #include "os.h"
@@ -718,6 +719,7 @@ static void zero_large(span_t *s, size_t size)
     if (size >= ZERO_BY_PURGE_MIN && in_page == 0 && !s->seg->hugetlb && !s->seg->sourced && !s->seg->reserved &&
         os_purge_now((void *)s->start, round_up(size, PAGE)) == PURGE_ZEROED)
         return;
+    DPM_ANN_OPEN((void *)from, size);
     memset((void *)from, 0, size);
 }
 

@@ -4,6 +4,7 @@
  * (aarch64 with 16/64 KiB pages) purges shrink to whole kernel pages.
  */
 #include "os.h"
+#include "annotate.h"
 #include "util.h"
 
 #include <errno.h>
@@ -83,6 +84,7 @@ void *os_map_huge_sized(size_t size, size_t align, unsigned lg_hugepage)
 
 void os_unmap(void *addr, size_t size)
 {
+    DPM_ANN_UNMAP(addr, size);
     munmap(addr, size);
 }
 

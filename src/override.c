@@ -6,6 +6,7 @@
  * Semantics follow glibc's documentation, including its edge cases.
  */
 #include "alloc.h"
+#include "annotate.h"
 #include "os.h"
 #include "override_cxx.h"
 
@@ -23,10 +24,32 @@ void free_aligned_sized(void *p, size_t align, size_t size);
 /* Symbols the compiler treats specially must keep their plain names. */
 #define LIBC_ENTRY DPM_EXPORT
 
-LIBC_ENTRY void *malloc(size_t size) { return alloc_fast(size); }
-LIBC_ENTRY void free(void *p) { free_fast(p, "free"); }
-LIBC_ENTRY void *calloc(size_t n, size_t size) { return calloc_impl(n, size); }
-LIBC_ENTRY void *realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
+LIBC_ENTRY void *malloc(size_t size)
+{
+    void *p = alloc_fast(size);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
+}
+
+LIBC_ENTRY void free(void *p)
+{
+    DPM_ANN_FREE(p);
+    free_fast(p, "free");
+}
+
+LIBC_ENTRY void *calloc(size_t n, size_t size)
+{
+    void *p = calloc_impl(n, size);
+    DPM_ANN_ALLOC(p, n * size, true);
+    return p;
+}
+
+LIBC_ENTRY void *realloc(void *p, size_t size)
+{
+    void *q = realloc_impl(p, size, "realloc");
+    DPM_ANN_REALLOC_DONE(p, q, size);
+    return q;
+}
 
 LIBC_ENTRY void *reallocarray(void *p, size_t n, size_t size)
 {
@@ -35,7 +58,9 @@ LIBC_ENTRY void *reallocarray(void *p, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return realloc_impl(p, total, "reallocarray");
+    void *q = realloc_impl(p, total, "reallocarray");
+    DPM_ANN_REALLOC_DONE(p, q, total);
+    return q;
 }
 
 /* POSIX reserves EINVAL for alignments that are not a power of two
@@ -53,6 +78,7 @@ LIBC_ENTRY int posix_memalign(void **out, size_t align, size_t size)
         errno = saved;
         return ENOMEM;
     }
+    DPM_ANN_ALLOC(p, size, false);
     *out = p;
     return 0;
 }
@@ -67,7 +93,9 @@ LIBC_ENTRY void *aligned_alloc(size_t align, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return aligned_at_impl(size, align, 0, false);
+    void *p = aligned_at_impl(size, align, 0, false);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
 }
 
 /* glibc's memalign rounds a non-power-of-two alignment up, and answers
@@ -84,10 +112,17 @@ LIBC_ENTRY void *memalign(size_t align, size_t size)
     }
     if (!is_pow2(align))
         align = align == 0 ? 1 : (size_t)1 << lg_ceil(align);
-    return aligned_at_impl(size, align, 0, false);
+    void *p = aligned_at_impl(size, align, 0, false);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
 }
 
-LIBC_ENTRY void *valloc(size_t size) { return aligned_at_impl(size, os_page_size(), 0, false); }
+LIBC_ENTRY void *valloc(size_t size)
+{
+    void *p = aligned_at_impl(size, os_page_size(), 0, false);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
+}
 
 /* The block is asked for with the caller's size (so that a sized free
  * with that size matches it): page alignment gives it a usable size that
@@ -100,7 +135,9 @@ LIBC_ENTRY void *pvalloc(size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return aligned_at_impl(size == 0 ? 1 : size, page, 0, false);
+    void *p = aligned_at_impl(size == 0 ? 1 : size, page, 0, false);
+    DPM_ANN_ALLOC(p, size == 0 ? 1 : size, false);
+    return p;
 }
 
 LIBC_ENTRY size_t malloc_usable_size(void *p) { return usable_size_impl(p, "malloc_usable_size"); }

@@ -18,6 +18,7 @@
 #ifndef DPM_TCACHE_H
 #define DPM_TCACHE_H
 
+#include "annotate.h"
 #include "arena.h"
 
 /* Indexed by a span's tcache_class, which is TC_NONE (255) for blocks no
@@ -192,7 +193,11 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
  * compare and one store, no load. */
 #define TC_FREE_KEY 0xa3d95e17u
 DPM_INLINE uint32_t *tc_key_word(void *p) { return (uint32_t *)((char *)p + 8); }
-DPM_INLINE void tc_block_handed_out(void *p) { *tc_key_word(p) = 0; }
+DPM_INLINE void tc_block_handed_out(void *p)
+{
+    DPM_ANN_OPEN_KEY(p);
+    *tc_key_word(p) = 0;
+}
 
 /* Bins without slots have head NULL and marks 0: count 0, top NULL. */
 DPM_INLINE unsigned tc_bin_count(const tc_bin_t *b)

@@ -1,0 +1,131 @@
+/*
+ * planted.c - a program with one planted heap bug, for the Valgrind and
+ * ASan tests (tests/debug/run_valgrind.sh, tests/debug/asan_reports.c):
+ *   planted <api> <bug>
+ * api: dpm (the dpm_ API; built with PLANTED_DPM_API) or libc (malloc and
+ * free, which must be dpmalloc's: linked or preloaded). bug:
+ *   uaf        read a freed 24-byte block that sits in the thread cache
+ *   overflow   write 1 byte past the requested size of a 24-byte block
+ *   overflow100  the same past a 100-byte block
+ *   leak       lose the only pointer to a 100-byte block
+ *   realloc    grow a block by realloc (it moves), then write 1 byte past
+ *              the new size
+ *   realloc_in_place  shrink a 40-byte block to 30 (it stays), write at 30
+ *   none       use blocks correctly (no report expected); prints the
+ *              usable size of a 24-byte block, which tells whose malloc ran
+ *              (dpmalloc: 32, memcheck's own: 24)
+ * Prints "planted: done" at the end, so a tool that does not stop at the
+ * bug still shows the program ran to the end.
+ */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PLANTED_DPM_API
+#include <dpmalloc.h>
+#else
+#define dpm_malloc malloc
+#define dpm_free free
+#define dpm_realloc realloc
+#define dpm_calloc calloc
+#define dpm_usable_size malloc_usable_size
+#endif
+
+static int use_dpm;
+
+static void *xmalloc(size_t n) { return use_dpm ? dpm_malloc(n) : malloc(n); }
+static void xfree(void *p)
+{
+    if (use_dpm)
+        dpm_free(p);
+    else
+        free(p);
+}
+static void *xrealloc(void *p, size_t n) { return use_dpm ? dpm_realloc(p, n) : realloc(p, n); }
+static size_t xusable(void *p) { return use_dpm ? dpm_usable_size(p) : malloc_usable_size(p); }
+
+/* Keeps the compiler from proving the accesses out of bounds or dead. */
+static char *volatile sink;
+
+__attribute__((noinline)) static void leak_one(void)
+{
+    char *p = xmalloc(100);
+    memset(p, 1, 100);
+    sink = p;
+    sink = NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|realloc|realloc_in_place|none\n");
+        return 2;
+    }
+    use_dpm = strcmp(argv[1], "dpm") == 0;
+    const char *bug = argv[2];
+    /* a few live blocks first, so the planted one is not the first object
+     * of its slab (see docs/debugging.md, leak check) */
+    char *keep[4];
+    for (int i = 0; i < 4; i++) {
+        keep[i] = xmalloc(i < 2 ? 24 : 100);
+        memset(keep[i], 0, i < 2 ? 24 : 100);
+    }
+    if (strcmp(bug, "uaf") == 0) {
+        char *p = xmalloc(24);
+        memset(p, 7, 24);
+        xfree(p);   /* now in the thread cache */
+        sink = p;
+        printf("read after free: %d\n", sink[3]);
+    } else if (strcmp(bug, "overflow") == 0 || strcmp(bug, "overflow100") == 0) {
+        size_t n = bug[8] == '1' ? 100 : 24;
+        char *p = xmalloc(n);
+        memset(p, 0, n);
+        sink = p;
+        sink[n] = 1;
+        xfree(p);
+    } else if (strcmp(bug, "leak") == 0) {
+        leak_one();
+    } else if (strcmp(bug, "realloc") == 0) {
+        char *p = xmalloc(24);
+        memset(p, 0, 24);
+        p = xrealloc(p, 40);
+        memset(p, 0, 40);
+        sink = p;
+        sink[40] = 1;
+        xfree(p);
+    } else if (strcmp(bug, "realloc_in_place") == 0) {
+        char *p = xmalloc(40);
+        memset(p, 0, 40);
+        char *q = xrealloc(p, 30);
+        if (q != p)
+            return 3;
+        sink = q;
+        sink[30] = 1;
+        xfree(q);
+    } else if (strcmp(bug, "none") == 0) {
+        char *p = xmalloc(24);
+        memset(p, 0, 24);
+        size_t u = xusable(p);   /* the whole usable size may be used */
+        printf("usable 24 -> %zu\n", u);
+        memset(p, 3, u);
+        p = xrealloc(p, 20);   /* in place */
+        p = xrealloc(p, 3000); /* moves */
+        memset(p + 20, 1, 2980);
+        p = xrealloc(p, 100000);
+        memset(p + 3000, 2, 97000);
+        xfree(p);
+        char *q = use_dpm ? dpm_calloc(10, 10) : calloc(10, 10);
+        for (int i = 0; i < 100; i++)
+            if (q[i] != 0)
+                return 1;
+        xfree(q);
+    } else {
+        fprintf(stderr, "planted: unknown bug %s\n", bug);
+        return 2;
+    }
+    for (int i = 0; i < 4; i++)
+        xfree(keep[i]);
+    printf("planted: done\n");
+    return 0;
+}
