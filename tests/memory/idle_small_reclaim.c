@@ -160,7 +160,10 @@ static int child_sleepers(const char *mode)
     spin_stop = 1;
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(t[i], NULL);
-    printf("failures=%d\nbroken=%u\n", failures, check_heap());
+    uint64_t reclaims = 0;
+    size_t l = sizeof(reclaims);
+    dpm_ctl("stats.tcache_reclaims", &reclaims, &l, NULL, 0);
+    printf("reclaims=%llu\nfailures=%d\nbroken=%u\n", (unsigned long long)reclaims, failures, check_heap());
     return 0;
 }
 
@@ -270,9 +273,10 @@ TEST(background_thread_takes_idle_small_bins)
 {
     if (!spawn_mode(self_exe, "background", "background_thread:true,dirty_decay_ms:200", 60, &res))
         return;
-    size_t before = spawn_kv(&res, "before"), after = spawn_kv(&res, "after");
-    EXPECT(before >= NTHREADS * ((size_t)1 << 19), "the sleepers' bins hold %zu bytes", before);
-    EXPECT_EQ_U(after, 0);
+    /* on a loaded machine the first sleepers may be reclaimed before the
+     * last one is asleep: "before" may already be low, the count is not */
+    EXPECT_GE_U(spawn_kv(&res, "reclaims"), NTHREADS);
+    EXPECT_EQ_U(spawn_kv(&res, "after"), 0);
     EXPECT_EQ_U(spawn_kv(&res, "failures"), 0);
     EXPECT_EQ_U(spawn_kv(&res, "broken"), 0);
 }
