@@ -272,14 +272,40 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
     return run;
 }
 
+__thread uint32_t ph_source_calls_here;
+
+/* The source's calls, counted in ph_source_calls_here while they run. */
+static void *source_alloc(const page_source_t *src, size_t size, bool *zeroed)
+{
+    ph_source_calls_here++;
+    void *mem = src->alloc(src->ctx, size, SEG_UNIT, zeroed);
+    ph_source_calls_here--;
+    return mem;
+}
+
+static void source_free(const page_source_t *src, void *addr, size_t size)
+{
+    ph_source_calls_here++;
+    src->free(src->ctx, addr, size);
+    ph_source_calls_here--;
+}
+
+static bool source_purge(const page_source_t *src, void *addr, size_t size)
+{
+    ph_source_calls_here++;
+    bool zeroed = src->purge(src->ctx, addr, size);
+    ph_source_calls_here--;
+    return zeroed;
+}
+
 void *ph_source_alloc(const page_source_t *src, size_t size, bool *zeroed)
 {
     *zeroed = false;
-    void *mem = src->alloc(src->ctx, size, SEG_UNIT, zeroed);
+    void *mem = source_alloc(src, size, zeroed);
     if (mem != NULL && ((uintptr_t)mem & (SEG_UNIT - 1)) != 0) {
         dpm_warn3("page source: alloc returned a range not aligned to 4 MiB; given back", NULL, NULL);
         if (src->free != NULL)
-            src->free(src->ctx, mem, size);
+            source_free(src, mem, size);
         mem = NULL;
     }
     if (mem == NULL)
@@ -305,7 +331,7 @@ void ph_source_give_back(const page_source_t *src, list_t *list)
         void *addr = (void *)seg->base;
         size_t size = seg->size;   /* read before the header goes back with the memory */
         if (src->free != NULL)
-            src->free(src->ctx, addr, size);
+            source_free(src, addr, size);
     }
 }
 
@@ -770,7 +796,7 @@ void ph_purge_run(purge_batch_t *b)
     for (unsigned i = 0; i < b->n; i++) {
         purge_item_t *it = &b->item[i];
         if (b->source != NULL) {
-            bool zeroed = b->source->purge(b->source->ctx, (void *)it->from, it->bytes);
+            bool zeroed = source_purge(b->source, (void *)it->from, it->bytes);
             it->got = zeroed ? PURGE_ZEROED : PURGE_LAZY;
             continue;
         }

@@ -166,6 +166,9 @@ void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *));
  * memory with ph_add_segment, then retries. Segments a sourced heap lets
  * go (decay, release_all) wait on to_give_back until the caller, with
  * its locks dropped, hands them to ph_source_give_back. */
+/* Page-source calls under way on this thread (a callback's own allocator
+ * calls see it nonzero). */
+extern __thread uint32_t ph_source_calls_here;
 /* No lock held: size bytes from src at SEG_UNIT alignment, or NULL
  * (errno = ENOMEM; also when the source returns a misaligned range, which
  * it gets back through free). */

@@ -303,23 +303,40 @@ static void send_home(void **objs, unsigned n, unsigned c)
 }
 
 /* Returns the n oldest blocks of bin c (the end of the stack next to top)
- * to their homes and slides the rest up. */
+ * to their homes and slides the rest up. Blocks leave the bin before they
+ * are sent home: sending home may run a page source's callbacks (user
+ * code) on this thread, and those may malloc, free or flush this very
+ * cache (arena.<i>.purge flushes the caller's small bins). So whenever
+ * user code can run, the bin holds exactly the blocks that are cached,
+ * and this loop goes on until the bin is down to the count it keeps,
+ * whatever such calls did to it meanwhile. At most FLUSH_CHUNK blocks
+ * leave per step (a bounded stack buffer; a bin holds up to
+ * TC_NCACHED_LIMIT). */
+#define FLUSH_CHUNK SLAB_MAX_OBJS
+
 static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 {
     tc_bin_t *b = &tc->bins[c];
-    if (n == 0)
+    unsigned count = tc_bin_count(b);
+    if (n == 0 || count == 0)
         return;
-    void **top = tc_bin_top(b);
-    void **oldest = top - n;
-    send_home(oldest, n, c);
-    unsigned keep = (unsigned)(oldest - b->head);
-    /* slide the kept blocks up; slots are read by other threads (tcache.h) */
-    for (unsigned k = keep; k-- > 0;)
-        __atomic_store_n(&top[-(ptrdiff_t)keep + k], b->head[k], __ATOMIC_RELAXED);
-    /* release: a reader that sees the new head sees the slid slots */
-    __atomic_store_n(&b->head, top - keep, __ATOMIC_RELEASE);
-    b->hot = top[-(ptrdiff_t)keep];
-    b->low_lo = low16(b->head);
+    unsigned keep = n < count ? count - n : 0;
+    void *out[FLUSH_CHUNK];
+    while ((count = tc_bin_count(b)) > keep) {
+        unsigned k = count - keep < FLUSH_CHUNK ? count - keep : FLUSH_CHUNK;
+        void **top = tc_bin_top(b);
+        void **oldest = top - k;
+        memcpy(out, oldest, k * sizeof(void *));
+        unsigned rest = count - k;
+        /* slide the rest up; slots are read by other threads (tcache.h) */
+        for (unsigned i = rest; i-- > 0;)
+            __atomic_store_n(&top[-(ptrdiff_t)rest + i], b->head[i], __ATOMIC_RELAXED);
+        /* release: a reader that sees the new head sees the slid slots */
+        __atomic_store_n(&b->head, top - rest, __ATOMIC_RELEASE);
+        b->hot = top[-(ptrdiff_t)rest];
+        b->low_lo = low16(b->head);
+        send_home(out, k, c);
+    }
     counter_add(&tc->stats[c].nflushes, 1);
 }
 
@@ -331,15 +348,24 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p)
         return;
     }
     flush_oldest(tc, c, (b->ncached_max + 1) / 2);
+    if (tc_bin_full(b) || b->ncached_max == 0) {   /* a callback meanwhile retuned the bin */
+        send_home(&p, 1, c);
+        return;
+    }
     tc_bin_push(b, p);
 }
 
+/* Empties the stash before its blocks go home (a callback run by the
+ * flush may use the stashes; see flush_oldest). */
 static void stash_flush(phased_stash_t *st)
 {
-    if (st->n != 0)
-        arena_bin_flush(st->objs, st->n);
+    void *out[TC_PHASED_BATCH];
+    unsigned n = st->n;
+    memcpy(out, st->objs, n * sizeof(void *));
     st->n = 0;
     st->bin = NULL;
+    if (n != 0)
+        arena_bin_flush(out, n);
 }
 
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
@@ -675,7 +701,11 @@ size_t tcaches_reclaim(bool idle_only, const arena_t *only)
     size_t sent = 0;
     uint64_t now = os_now_ns();
     tcache_t *own = tls_state == THREAD_CACHED ? tcache_mine() : NULL;
-    if (own != NULL && !idle_only)
+    /* Not from inside a page source's callback (one may ask for
+     * arena.<i>.purge): the slabs the flush empties become runs whose
+     * purge calls the source again, whose callback asks again, and so
+     * on without end. The cache is flushed by the next call made outside. */
+    if (own != NULL && !idle_only && ph_source_calls_here == 0)
         sent += flush_small(own);
     mutex_lock(&tcaches_lock);
     list_for_each(tcache_t, tc, &tcaches_live, link) {
