@@ -685,6 +685,11 @@ static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns)
     if (!asleep || depth != 0 || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0 ||
         __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED) != seq)
         goto out;   /* its next slow path puts the cache back as it is */
+    /* A thread bound to a manual arena caches that arena's blocks, whose
+     * page source may be user code: it must not run under this pass's
+     * locks (cache list, large cache). */
+    if (tc->arena->manual)
+        goto out;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     bytes = flush_small(tc);
     __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
