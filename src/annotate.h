@@ -26,6 +26,10 @@
  * new block before the copy (DPM_ANN_ALLOC), lets the copy read the old
  * block's slack (DPM_ANN_COPY_FROM) and frees the old one (DPM_ANN_FREE).
  *
+ * A new entry point that hands out, frees or resizes blocks (a libc name,
+ * a C++ operator) calls these macros as override.c's do; without them
+ * memcheck reports the block as never allocated, or as leaked.
+ *
  * Never built with both tools: Valgrind cannot run ASan binaries.
  */
 #ifndef DPM_ANNOTATE_H

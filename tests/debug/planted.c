@@ -8,6 +8,8 @@
  *   overflow   write 1 byte past the requested size of a 24-byte block
  *   overflow100  the same past a 100-byte block
  *   leak       lose the only pointer to a 100-byte block
+ *   leak_large lose the only pointer to a 200000-byte block (memcheck:
+ *              "still reachable", see docs/debugging.md)
  *   realloc    grow a block by realloc (it moves), then write 1 byte past
  *              the new size
  *   realloc_in_place  shrink a 40-byte block to 30 (it stays), write at 30
@@ -48,10 +50,10 @@ static size_t xusable(void *p) { return use_dpm ? dpm_usable_size(p) : malloc_us
 /* Keeps the compiler from proving the accesses out of bounds or dead. */
 static char *volatile sink;
 
-__attribute__((noinline)) static void leak_one(void)
+__attribute__((noinline)) static void leak_one(size_t n)
 {
-    char *p = xmalloc(100);
-    memset(p, 1, 100);
+    char *p = xmalloc(n);
+    memset(p, 1, n);
     sink = p;
     sink = NULL;
 }
@@ -59,7 +61,7 @@ __attribute__((noinline)) static void leak_one(void)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|realloc|realloc_in_place|none\n");
+        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|leak_large|realloc|realloc_in_place|none\n");
         return 2;
     }
     use_dpm = strcmp(argv[1], "dpm") == 0;
@@ -85,7 +87,9 @@ int main(int argc, char **argv)
         sink[n] = 1;
         xfree(p);
     } else if (strcmp(bug, "leak") == 0) {
-        leak_one();
+        leak_one(100);
+    } else if (strcmp(bug, "leak_large") == 0) {
+        leak_one(200000);
     } else if (strcmp(bug, "realloc") == 0) {
         char *p = xmalloc(24);
         memset(p, 0, 24);

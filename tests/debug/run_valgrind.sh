@@ -62,6 +62,10 @@ for api in $apis; do
     expect "$mode $api realloc in place" "Invalid write of size 1" "0 bytes after a block of size 30 alloc'd"
     run leak $VG --leak-check=full "$prog" $api leak
     expect "$mode $api leak" "100 bytes in 1 blocks are definitely lost" "definitely lost: 100 bytes in 1 blocks" "$mf"
+    # the page run's descriptor holds a large block's address (the limit
+    # docs/debugging.md states)
+    run leak_large $VG --leak-check=full --show-leak-kinds=all "$prog" $api leak_large
+    expect "$mode $api leak of a large block" "200,000 bytes in 1 blocks are still reachable"
     run none $VG --leak-check=full --error-exitcode=99 "$prog" $api none
     expect "$mode $api clean run" "usable 24 -> 32" "ERROR SUMMARY: 0 errors" "planted: done" \
         "All heap blocks were freed -- no leaks are possible"
