@@ -608,6 +608,7 @@ static size_t flush_small(tcache_t *tc)
     return bytes;
 }
 
+#if !DPM_TSAN
 /* A summary of tc's bins that changes whenever its owner pops or pushes
  * (read racily: a reclaimer only uses it to see that nothing changed). */
 static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
@@ -626,6 +627,7 @@ static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
     *cached = n;
     return sig;
 }
+#endif
 
 /* Empties the small bins of another thread's cache while that thread
  * sleeps. Its fast paths take no lock and no atomic, so the reclaimer
