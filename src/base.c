@@ -50,31 +50,52 @@ void base_postfork_child(void) { mutex_init(&base_lock); }
 
 void pool_init(pool_t *p, size_t obj_size)
 {
-    p->free_list = NULL;
-    p->obj_size = round_up(obj_size, 16);
-    p->live = 0;
+    *p = (pool_t){.obj_size = round_up(obj_size, 16)};
+}
+
+/* Carves POOL_BATCH more objects, growing the stack first so that every
+ * object has a slot (old stacks stay behind as metadata: together less
+ * than the current one). */
+static bool pool_refill(pool_t *p)
+{
+    size_t nobjs = p->nobjs + POOL_BATCH;
+    if (nobjs > p->cap) {
+        size_t cap = p->cap * 2 > nobjs ? p->cap * 2 : nobjs;
+        void **stack = base_alloc(cap * sizeof(void *), CACHELINE);
+        if (stack == NULL)
+            return false;
+        if (p->nfree != 0)
+            memcpy(stack, p->stack, p->nfree * sizeof(void *));
+        p->stack = stack;
+        p->cap = cap;
+    }
+    char *batch = base_alloc(p->obj_size * POOL_BATCH, CACHELINE);
+    if (batch == NULL)
+        return false;
+    /* lowest address on top: a fresh batch is handed out in address order */
+    for (size_t i = POOL_BATCH; i-- > 0;)
+        p->stack[p->nfree++] = batch + i * p->obj_size;
+    p->nobjs += POOL_BATCH;
+    return true;
 }
 
 void *pool_get(pool_t *p)
 {
-    if (p->free_list == NULL) {
-        char *batch = base_alloc(p->obj_size * POOL_BATCH, CACHELINE);
-        if (batch == NULL)
-            return NULL;
-        for (size_t i = POOL_BATCH; i-- > 0;) {
-            *(void **)(batch + i * p->obj_size) = p->free_list;
-            p->free_list = batch + i * p->obj_size;
-        }
-    }
-    void *obj = p->free_list;
-    p->free_list = *(void **)obj;
+    if (p->nfree == 0 && !pool_refill(p))
+        return NULL;
+    void *obj = p->stack[--p->nfree];
     p->live++;
+    if (p->nfree >= POOL_LOOKAHEAD) {
+        const char *ahead = p->stack[p->nfree - POOL_LOOKAHEAD];
+        __builtin_prefetch(ahead, 1);
+        __builtin_prefetch(ahead + CACHELINE, 1);
+    }
     return obj;
 }
 
 void pool_put(pool_t *p, void *obj)
 {
-    *(void **)obj = p->free_list;
-    p->free_list = obj;
+    dpm_assert(p->nfree < p->nobjs);
+    p->stack[p->nfree++] = obj;
     p->live--;
 }

@@ -17,13 +17,23 @@ void base_prefork(void);
 void base_postfork_parent(void);
 void base_postfork_child(void);
 
-/* A free list of fixed-size objects carved from base_alloc. Not locked:
- * its owner serialises access. */
+/* Fixed-size objects carved from base_alloc, kept free on a stack of
+ * pointers (not a list threaded through them): a get can prefetch the
+ * object it will hand out POOL_LOOKAHEAD gets later, so that descriptors
+ * whose reuse order has been scattered by earlier frees cost no cache and
+ * TLB misses on the allocation path. The stack has a slot for every object
+ * ever carved, so a put never needs memory. Not locked: its owner
+ * serialises access. */
 typedef struct pool {
-    void *free_list;
+    void **stack;
+    size_t nfree;       /* objects on the stack */
+    size_t nobjs;       /* objects carved so far */
+    size_t cap;         /* slots of the stack, at least nobjs */
     size_t obj_size;
     size_t live;
 } pool_t;
+
+#define POOL_LOOKAHEAD 8
 
 void pool_init(pool_t *p, size_t obj_size);
 /* An object of uninitialised contents (callers set every field). */
