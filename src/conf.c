@@ -245,14 +245,16 @@ int conf_parse(const char *conf)
  * privileged program's heap (secure:false over the program's dpm_conf,
  * stats_print showing its heap layout). glibc >= 2.17 has secure_getenv;
  * elsewhere the aux vector says. */
-static const char *conf_env(void)
+const char *conf_secure_getenv(const char *name)
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 17))
-    return secure_getenv("DPMALLOC_CONF");
+    return secure_getenv(name);
 #else
-    return getauxval(AT_SECURE) != 0 ? NULL : getenv("DPMALLOC_CONF");
+    return getauxval(AT_SECURE) != 0 ? NULL : getenv(name);
 #endif
 }
+
+static const char *conf_env(void) { return conf_secure_getenv("DPMALLOC_CONF"); }
 
 void conf_init(void)
 {

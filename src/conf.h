@@ -49,6 +49,10 @@ extern dpm_opts_t opt;
 
 /* Defaults, then the compiled-in string, dpm_conf, DPMALLOC_CONF. */
 void conf_init(void);
+/* getenv(name), but NULL when the program runs with more privileges than
+ * its invoker (AT_SECURE: setuid, setgid, file capabilities). For every
+ * variable that steers dpmalloc (DPMALLOC_CONF, DPMALLOC_SYSFS_ROOT). */
+const char *conf_secure_getenv(const char *name);
 /* Parses one "k:v,k:v" string into opt; returns the number of errors.
  * Exposed for tests. */
 int conf_parse(const char *conf);

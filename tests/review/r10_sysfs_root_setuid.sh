@@ -10,13 +10,14 @@
 # the nodes mbind() is asked for).
 #
 # Run as root from the worktree after building build/:
-#   sh tests/review/r10_sysfs_root_setuid.sh
+#   sh tests/review/r10_sysfs_root_setuid.sh [libdpmalloc.a]
 # Expected: the setuid copy (at_secure=1) reports nnodes=1, as without the
 # variable; exit 0.
 # Actual (70fb239): "at_secure=1 rc=0 nnodes=2" (the made-up 2-node tree
 # was used); exit 1. Fix: read it like DPMALLOC_CONF (secure_getenv).
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
+lib=${1:-$src/build/libdpmalloc.a}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 d=/tmp/r10_sysfs
 rm -rf $d && mkdir -p $d/root/devices/system/node/node0 $d/root/devices/system/node/node1 && chmod -R 755 $d
@@ -36,7 +37,7 @@ int main(void)
     return 0;
 }
 C
-gcc -O1 -I"$src/include" $d/probe.c "$src/build/libdpmalloc.a" -lpthread -o $d/probe || exit 2
+gcc -O1 -I"$src/include" $d/probe.c "$lib" -lpthread -o $d/probe || exit 2
 chmod -R a+rX $d
 echo "plain, no variable:  $($d/probe)"
 echo "plain, variable set: $(DPMALLOC_SYSFS_ROOT=$d/root $d/probe)"
