@@ -21,7 +21,7 @@ extern const char *dpm_conf __attribute__((weak));
 static char thp_text[16] = "default";
 
 const opt_desc_t opt_table[] = {
-    {"narenas", OPT_UNSIGNED, &opt.narenas, 0, 4096},
+    {"narenas", OPT_UNSIGNED, &opt.narenas, 0, OPT_NARENAS_MAX},
     {"tcache", OPT_BOOL, &opt.tcache, 0, 1},
     {"tcache_max", OPT_SIZE, &opt.tcache_max, 0, (int64_t)8 << 20},
     {"tcache_nslots_small_min", OPT_UNSIGNED, &opt.tcache_nslots_small_min, 1, 2048},

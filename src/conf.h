@@ -15,7 +15,7 @@
 enum thp_mode { THP_DEFAULT = 0, THP_ALWAYS = 1, THP_NEVER = 2 };
 
 typedef struct dpm_opts {
-    unsigned narenas;                 /* 0: 4 per CPU */
+    unsigned narenas;                 /* 0: 4 per CPU; at most OPT_NARENAS_MAX */
     bool tcache;
     size_t tcache_max;
     unsigned tcache_nslots_small_min;
@@ -46,6 +46,11 @@ typedef struct dpm_opts {
 } dpm_opts_t;
 
 extern dpm_opts_t opt;
+
+/* The most automatic arenas (narenas, mallopt M_ARENA_MAX, 4 per CPU):
+ * the arena table's slots above them (MAX_ARENAS, arena.h) are left to
+ * manual and NUMA node arenas. */
+#define OPT_NARENAS_MAX 3072
 
 /* Defaults, then the compiled-in string, dpm_conf, DPMALLOC_CONF. */
 void conf_init(void);
