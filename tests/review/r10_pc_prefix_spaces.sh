@@ -9,16 +9,19 @@
 # "-I/opt/my\ dpm/include" (meson and CMake's FindPkgConfig unescape it).
 # The CMake package of the same install works.
 #
-# Run from the worktree after building build/: sh tests/review/r10_pc_prefix_spaces.sh
+# Run from the worktree after building build/: sh tests/review/r10_pc_prefix_spaces.sh [build dir]
+# (exit 77 without pkg-config)
 # Expected: pkg-config's --cflags names the include directory as one
 # word (escaped) and the CMake FindPkgConfig consumer builds; exit 0.
 # Actual (70fb239): "-I/tmp/r10 pc sp/include" (two words); the consumer
 # fails with "fatal error: dpmalloc.h: No such file or directory"; exit 1.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$src/build}
+command -v pkg-config >/dev/null || { echo "SKIP: no pkg-config"; exit 77; }
 P="/tmp/r10 pc sp"
 rm -rf "$P" /tmp/r10_pc_consumer
-cmake --install "$src/build" --prefix "$P" >/dev/null || exit 2
+cmake --install "$build" --prefix "$P" >/dev/null || exit 2
 PKG_CONFIG_PATH="$P/lib/pkgconfig"
 export PKG_CONFIG_PATH
 echo "pkg-config --cflags --libs: $(pkg-config --cflags --libs dpmalloc)"
