@@ -141,8 +141,8 @@ bool arena_set_auto_count(unsigned n)
 {
     if (n == 0 || mutex_all_held_here)
         return false;
-    if (n > MAX_ARENAS)
-        n = MAX_ARENAS;
+    if (n > OPT_NARENAS_MAX)
+        n = OPT_NARENAS_MAX;   /* the slots above are manual arenas' */
     mutex_lock(&arenas_lock);
     bool ok = narenas_total <= 1;
     if (ok)

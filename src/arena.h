@@ -13,9 +13,12 @@
 #define DPM_ARENA_H
 
 #include "bin.h"
+#include "conf.h"
 #include "pages.h"
 
 #define MAX_ARENAS 4096
+/* 1024 slots stay for manual arenas (arenas.create) and NUMA node arenas. */
+_Static_assert(OPT_NARENAS_MAX + 1024 == MAX_ARENAS, "automatic arenas leave room for manual ones");
 #define NLARGE_STATS (NCLASSES - NSMALL)
 #define ARENA_NAME_MAX 32
 
@@ -97,7 +100,8 @@ arena_t *arena_get(unsigned index);
 arena_t *arena_choose(void);
 /* Sets the number of automatic arenas (mallopt M_ARENA_MAX) while only
  * arena 0 exists: every thread so far chose it, so none is stranded in an
- * arena past the new count. False once other arenas exist, or for 0. */
+ * arena past the new count. False once other arenas exist, or for 0.
+ * More than OPT_NARENAS_MAX sets OPT_NARENAS_MAX. */
 bool arena_set_auto_count(unsigned n);
 /* Bin for objects of class c laid at phase bytes into each slab, typed or
  * not, made on first use; NULL only when out of metadata memory. */

@@ -21,7 +21,7 @@ extern const char *dpm_conf __attribute__((weak));
 static char thp_text[16] = "default";
 
 const opt_desc_t opt_table[] = {
-    {"narenas", OPT_UNSIGNED, &opt.narenas, 0, 4096},
+    {"narenas", OPT_UNSIGNED, &opt.narenas, 0, OPT_NARENAS_MAX},
     {"tcache", OPT_BOOL, &opt.tcache, 0, 1},
     {"tcache_max", OPT_SIZE, &opt.tcache_max, 0, (int64_t)8 << 20},
     {"tcache_nslots_small_min", OPT_UNSIGNED, &opt.tcache_nslots_small_min, 1, 2048},
@@ -245,14 +245,16 @@ int conf_parse(const char *conf)
  * privileged program's heap (secure:false over the program's dpm_conf,
  * stats_print showing its heap layout). glibc >= 2.17 has secure_getenv;
  * elsewhere the aux vector says. */
-static const char *conf_env(void)
+const char *conf_secure_getenv(const char *name)
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 17))
-    return secure_getenv("DPMALLOC_CONF");
+    return secure_getenv(name);
 #else
-    return getauxval(AT_SECURE) != 0 ? NULL : getenv("DPMALLOC_CONF");
+    return getauxval(AT_SECURE) != 0 ? NULL : getenv(name);
 #endif
 }
+
+static const char *conf_env(void) { return conf_secure_getenv("DPMALLOC_CONF"); }
 
 void conf_init(void)
 {

@@ -15,7 +15,7 @@
 enum thp_mode { THP_DEFAULT = 0, THP_ALWAYS = 1, THP_NEVER = 2 };
 
 typedef struct dpm_opts {
-    unsigned narenas;                 /* 0: 4 per CPU */
+    unsigned narenas;                 /* 0: 4 per CPU; at most OPT_NARENAS_MAX */
     bool tcache;
     size_t tcache_max;
     unsigned tcache_nslots_small_min;
@@ -47,8 +47,17 @@ typedef struct dpm_opts {
 
 extern dpm_opts_t opt;
 
+/* The most automatic arenas (narenas, mallopt M_ARENA_MAX, 4 per CPU):
+ * the arena table's slots above them (MAX_ARENAS, arena.h) are left to
+ * manual and NUMA node arenas. */
+#define OPT_NARENAS_MAX 3072
+
 /* Defaults, then the compiled-in string, dpm_conf, DPMALLOC_CONF. */
 void conf_init(void);
+/* getenv(name), but NULL when the program runs with more privileges than
+ * its invoker (AT_SECURE: setuid, setgid, file capabilities). For every
+ * variable that steers dpmalloc (DPMALLOC_CONF, DPMALLOC_SYSFS_ROOT). */
+const char *conf_secure_getenv(const char *name);
 /* Parses one "k:v,k:v" string into opt; returns the number of errors.
  * Exposed for tests. */
 int conf_parse(const char *conf);

@@ -150,8 +150,8 @@ static bool init_locked(void)
     numa_init();
     g.ncpus = os_ncpus();
     narenas_auto = opt.narenas != 0 ? opt.narenas : 4 * g.ncpus;
-    if (narenas_auto > MAX_ARENAS)
-        narenas_auto = MAX_ARENAS;
+    if (narenas_auto > OPT_NARENAS_MAX)
+        narenas_auto = OPT_NARENAS_MAX;
     /* junk and zero fill every block on its way in and out, and secure
      * checks every free against its slab at once: their blocks take the
      * slow paths, which thread caches would skip. */

@@ -105,8 +105,10 @@ static void note_node(void *arg, unsigned node)
 
 void numa_init(void)
 {
-    /* A debugging and test knob: a copy of /sys with a made-up topology. */
-    const char *root = getenv("DPMALLOC_SYSFS_ROOT");
+    /* A debugging and test knob: a copy of /sys with a made-up topology.
+     * Ignored under AT_SECURE like DPMALLOC_CONF: the invoker must not
+     * choose which files a privileged program reads its topology from. */
+    const char *root = conf_secure_getenv("DPMALLOC_SYSFS_ROOT");
     if (root == NULL || root[0] == '\0')
         root = "/sys";
     char path[512], list[1024];

@@ -170,8 +170,13 @@ LIBC_ENTRY void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 LIBC_ENTRY void cfree(void *p) { free_fast(p, "free"); }
 
 /* ---- the C side of the C++ operators (override_cxx.cc) ---------------- */
-/* Only where override_cxx.cc is built: cxx_new_retry lives there. */
+/* Only where override_cxx.cc is built: cxx_new_retry lives there. The
+ * reference is weak so that it does not pull override_cxx.o out of
+ * libdpmalloc.a: only the operators there call these functions, and its
+ * static-library build references libstdc++ strongly (override_cxx.cc),
+ * which a C program linking libdpmalloc.a must not need. */
 #if DPM_HAVE_CXX
+#pragma weak cxx_new_retry
 
 void *cxx_try_alloc(size_t size, size_t align)
 {

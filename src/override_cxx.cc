@@ -10,14 +10,24 @@
  * nothrow forms return nullptr instead. Sized deletes hand their size to
  * the sized free, so the secure mode checks it.
  *
- * dpmalloc must not depend on the C++ runtime: preloaded into a C program
- * it may not load libstdc++. So this file is built without exceptions and
- * RTTI and reaches libstdc++ only through weak references (a C++ program
- * has it loaded, so they resolve) or, when libstdc++ came later with a
- * dlopen()ed library, by looking it up then (stdcxx_lookup). The handler's
- * exception and the one thrown here unwind through these frames by their
- * .eh_frame tables (-fasynchronous-unwind-tables), which need nothing from
- * the runtime.
+ * libdpmalloc.so must not depend on the C++ runtime: preloaded into a C
+ * program it may not load libstdc++. So its build of this file is without
+ * exceptions and RTTI and reaches libstdc++ only through weak references
+ * (a C++ program has it loaded, so they resolve) or, when libstdc++ came
+ * later with a dlopen()ed library, by looking it up then (stdcxx_lookup).
+ * The handler's exception and the one thrown here unwind through these
+ * frames by their .eh_frame tables (-fasynchronous-unwind-tables), which
+ * need nothing from the runtime.
+ *
+ * libdpmalloc.a gets a second build (DPM_CXX_STATIC_LIB): a weak
+ * reference does not pull a member out of libstdc++.a, so with libstdc++
+ * linked statically the weak references stay null and there is no .so to
+ * look up. There this object references libstdc++ strongly and catches
+ * the handler's std::bad_alloc itself (built with exceptions). That is
+ * harmless for C programs: the linker pulls this object out of the
+ * archive only for a reference to one of the operators (override.c
+ * references cxx_new_retry weakly), i.e. only for C++ code, which links
+ * libstdc++ anyway.
  */
 #include "override_cxx.h"
 
@@ -41,13 +51,28 @@ typedef void (*throw_fn)();
 typedef void *(*nothrow_new_fn)(size_t, const std::nothrow_t &);
 typedef void *(*nothrow_new_aligned_fn)(size_t, std::align_val_t, const std::nothrow_t &);
 
+#if DPM_CXX_STATIC_LIB
+#if !defined(__cpp_exceptions)
+#error "the static-library build of override_cxx.cc needs -fexceptions"
+#endif
+/* Strong: pulls new_handler.o and functexcept.o out of libstdc++.a. */
+extern "C" {
+handler_fn stdcxx_get_new_handler() __asm__("_ZSt15get_new_handlerv");
+[[noreturn]] void stdcxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv");
+}
+#else
 /* libstdc++'s std::get_new_handler() and std::__throw_bad_alloc(): weak,
  * so null where no C++ runtime was loaded with the program. */
 extern "C" {
 __attribute__((weak, visibility("default"))) handler_fn stdcxx_get_new_handler() __asm__("_ZSt15get_new_handlerv");
 __attribute__((weak, visibility("default"), noreturn)) void stdcxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv");
 }
+#endif
 
+#if DPM_CXX_STATIC_LIB
+static handler_fn current_handler() { return stdcxx_get_new_handler(); }
+[[noreturn]] static void throw_bad_alloc() { stdcxx_throw_bad_alloc(); }
+#else
 /* Weak too: a fully static program has no dlopen (and then no libstdc++
  * that could come later). */
 #pragma weak dlopen
@@ -91,9 +116,23 @@ static handler_fn current_handler()
               NULL, NULL);
     abort();
 }
+#endif
+
+static void *new_loop(size_t size, size_t align, bool nothrow);
 
 void *cxx_new_retry(size_t size, size_t align, bool nothrow)
 {
+#if DPM_CXX_STATIC_LIB
+    if (!nothrow)
+        return new_loop(size, align, false);
+    /* The standard's nothrow new: the handler may throw std::bad_alloc,
+     * which becomes nullptr. */
+    try {
+        return new_loop(size, align, true);
+    } catch (const std::bad_alloc &) {
+        return nullptr;
+    }
+#else
     if (nothrow) {
         if (current_handler() == nullptr)
             return nullptr;
@@ -112,10 +151,18 @@ void *cxx_new_retry(size_t size, size_t align, bool nothrow)
             if (f != nullptr)
                 return f(size, std::align_val_t(align), tag);
         }
-        /* A handler but no libstdc++ to look up (a fully static
-         * program): the loop below, where a throwing handler's exception
-         * passes through. */
+        /* A handler but no libstdc++ to look up: no C++ code runs
+         * then, only a C program calling the operator by name gets here
+         * (the handler is someone's get_new_handler override). The loop
+         * below, where a throwing handler's exception passes through. */
     }
+    return new_loop(size, align, nothrow);
+#endif
+}
+
+/* nothrow: nullptr rather than std::bad_alloc when there is no handler. */
+static void *new_loop(size_t size, size_t align, bool nothrow)
+{
     for (;;) {
         handler_fn handler = current_handler();
         if (handler == nullptr) {

@@ -134,6 +134,12 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
         s->type_id != 0 || s->base != s->start || (!s->grew && s->usable != sc_size(s->size_class)) ||
         s->usable > large_block_max())
         return false;
+    /* A block of at least oversize_threshold goes home to be purged at
+     * once (arena_free_large), however small the threshold: mallopt's
+     * M_MMAP_THRESHOLD may set it, at any time, below tcache_max. */
+    size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
+    if (threshold != 0 && span_bytes(s) >= threshold)
+        return false;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
     bool ok = large_make_room(lc, s->usable);
     if (ok) {

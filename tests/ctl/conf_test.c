@@ -245,7 +245,7 @@ TEST(settings_take_effect)
 TEST(range_ends_accepted)
 {
     static const char *const cases[][3] = {
-        {"narenas:4096", "opt.narenas", "4096"},
+        {"narenas:3072", "opt.narenas", "3072"},
         {"narenas:1", "opt.narenas", "1"},
         {"tcache_max:0", "opt.tcache_max", "0"},
         {"tcache_max:8388608", "opt.tcache_max", "8388608"},
@@ -329,7 +329,7 @@ TEST(bad_values_warn_once_and_keep_default)
         /* conf, key, text shown in the warning */
         {"narenas:abc", "narenas", "narenas:abc"},
         {"narenas:-1", "narenas", "narenas:-1"},
-        {"narenas:4097", "narenas", "narenas:4097"},
+        {"narenas:3073", "narenas", "narenas:3073"},
         {"narenas:99999999999999999999999999", "narenas", "narenas:99999999999999999999999999"},
         {"narenas:18446744073709551617", "narenas", "narenas:18446744073709551617"},
         {"narenas:3x", "narenas", "narenas:3x"},

@@ -4,12 +4,15 @@
 # must not load the C++ runtime, although the library exports C++'s
 # operator new/delete (they reach libstdc++ through weak references only).
 #
-#   runtime_deps.sh <libdpmalloc.so> <libdpmalloc.a>
+#   runtime_deps.sh <libdpmalloc.so> <libdpmalloc.a> <C compiler>
 #
 # 1. the NEEDED entries of libdpmalloc.so (readelf -d, or objdump -p):
 #    libc.so.6 present, nothing outside libc / libpthread / ld-linux;
-# 2. libdpmalloc.a references no C++ runtime or unwinder symbol strongly
-#    (nm -u: "U" entries named _Z*, __cxa_*, __gxx_*, _Unwind_*);
+# 2. libdpmalloc.a references the C++ runtime or unwinder strongly (nm -u:
+#    "U" entries named _Z*, __cxa_*, __gxx_*, _Unwind_*) only from its
+#    member with the C++ operators (override_cxx.cc.o), which the linker
+#    takes only for C++ code; a C program links against libdpmalloc.a,
+#    dynamically and with -static, without libstdc++ and gets no operator;
 # 3. a C program (cat) with libdpmalloc.so preloaded maps no libstdc++ or
 #    libgcc_s.
 set -euo pipefail
@@ -32,9 +35,29 @@ echo "$needed" | grep -qx 'libc\.so\.[0-9]*' || fail "libc.so not among the NEED
 bad=$(echo "$needed" | grep -vx -e 'libc\.so\.[0-9]*' -e 'libpthread\.so\.[0-9]*' -e 'ld-linux.*\.so\.[0-9]*' || true)
 [ -z "$bad" ] || fail "libdpmalloc.so needs more than libc:" $bad
 
-strong=$(nm -u "$ar" | awk '$1 == "U" {print $2}' |
-    grep -E '^(_Z|__cxa_|__gxx_|_Unwind_)' | sort -u || true)
-[ -z "$strong" ] || fail "libdpmalloc.a references the C++ runtime strongly:" $strong
+cc=$3
+# nm -A -u: "archive:member: U name"
+strong=$(nm -A -u "$ar" | awk '$2 == "U" {print $1, $3}' |
+    grep -E ' (_Z|__cxa_|__gxx_|_Unwind_)' | grep -v '^[^ ]*:override_cxx\.cc\.o: ' | sort -u || true)
+[ -z "$strong" ] || fail "libdpmalloc.a references the C++ runtime strongly outside override_cxx.cc.o:" $strong
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '#include <stdlib.h>\nint main(void) { void *p = malloc(10); free(p); return p == NULL; }\n' >"$tmp/c.c"
+for mode in dynamic static; do
+    flag=
+    [ $mode = static ] && flag=-static
+    # no static libc installed: only the dynamic link is checked
+    if [ $mode = static ] && ! "$cc" -static "$tmp/c.c" -o "$tmp/probe" 2>/dev/null; then
+        echo "no static libc: -static link not checked"
+        continue
+    fi
+    "$cc" $flag "$tmp/c.c" "$ar" -lpthread -o "$tmp/c_$mode" ||
+        fail "a C program does not link ($mode) against libdpmalloc.a without libstdc++"
+    "$tmp/c_$mode" || fail "the C program linked ($mode) against libdpmalloc.a failed"
+    if nm "$tmp/c_$mode" | grep -E ' (_Znwm|_ZSt17__throw_bad_allocv|__gxx_personality_v0)$' >&2; then
+        fail "a C program linked ($mode) against libdpmalloc.a got the C++ operators or runtime"
+    fi
+done
 weak=$(nm -u "$ar" | awk '$1 == "w" {print $2}' | grep -E '^_Z' | sort -u || true)
 echo "weak C++ references of libdpmalloc.a:" $weak
 
