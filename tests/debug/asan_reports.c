@@ -119,15 +119,15 @@ static void expect_report(const struct bug *b)
                   (unsigned long)addr, test_describe_status(c.status, st, sizeof st), c.err);
 }
 
-TEST(uaf_cached) { expect_report(&(struct bug){"uaf_cached", 24, 3, 0}); }
-TEST(overflow_24) { expect_report(&(struct bug){"overflow", 24, 24, 1}); }
-TEST(overflow_100) { expect_report(&(struct bug){"overflow", 100, 100, 1}); }
-TEST(overflow_realloc_moved) { expect_report(&(struct bug){"realloc_moved", 40, 40, 1}); }
-TEST(overflow_realloc_in_place) { expect_report(&(struct bug){"realloc_in_place", 30, 30, 1}); }
-TEST(overflow_calloc) { expect_report(&(struct bug){"calloc", 50, 50, 0}); }
-TEST(overflow_aligned_at) { expect_report(&(struct bug){"aligned_at", 44, 44, 1}); }
-TEST(overflow_large) { expect_report(&(struct bug){"overflow", 100000, 100000, 1}); }
-TEST(uaf_large) { expect_report(&(struct bug){"uaf_large", 100000, 5000, 0}); }
+TEST(uaf_cached) { expect_report(&(struct bug){"uaf_cached", 24, 3, 0, NULL, NULL}); }
+TEST(overflow_24) { expect_report(&(struct bug){"overflow", 24, 24, 1, NULL, NULL}); }
+TEST(overflow_100) { expect_report(&(struct bug){"overflow", 100, 100, 1, NULL, NULL}); }
+TEST(overflow_realloc_moved) { expect_report(&(struct bug){"realloc_moved", 40, 40, 1, NULL, NULL}); }
+TEST(overflow_realloc_in_place) { expect_report(&(struct bug){"realloc_in_place", 30, 30, 1, NULL, NULL}); }
+TEST(overflow_calloc) { expect_report(&(struct bug){"calloc", 50, 50, 0, NULL, NULL}); }
+TEST(overflow_aligned_at) { expect_report(&(struct bug){"aligned_at", 44, 44, 1, NULL, NULL}); }
+TEST(overflow_large) { expect_report(&(struct bug){"overflow", 100000, 100000, 1, NULL, NULL}); }
+TEST(uaf_large) { expect_report(&(struct bug){"uaf_large", 100000, 5000, 0, NULL, NULL}); }
 
 static const struct bug more_bugs[] = {
     {"rte_uaf", 24, 3, 0, NULL, NULL},
