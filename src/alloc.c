@@ -522,19 +522,28 @@ static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
     return arena_block(a, size, align, zero, true, type_id_of(type));
 }
 
+/* Like arena_block, hands out an annotated block (DPM_ANN_ALLOC): its
+ * callers are the rte_malloc entry points. */
+static void *annotated_aligned(size_t size, size_t align, bool zero)
+{
+    void *p = aligned_at_impl(size, align, 0, zero);
+    DPM_ANN_ALLOC(p, size, zero);
+    return p;
+}
+
 void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
     if (a == NULL && type == 0)
-        return aligned_at_impl(size, align, 0, zero);
+        return annotated_aligned(size, align, zero);
     arena_t *mine = thread_arena();
     if (a == NULL)
         a = mine;
     if (a == NULL)
         return fail_nomem();
     if (type == 0 && a == mine)
-        return aligned_at_impl(size, align, 0, zero);
+        return annotated_aligned(size, align, zero);
     return arena_block(a, size, align, zero, type != 0, type);
 }
 
@@ -710,6 +719,7 @@ static arena_t *socket_arena(int socket)
     return a;
 }
 
+/* An annotated block (DPM_ANN_ALLOC), as arena_block's. */
 static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
 {
     if (!arena_call_ok(size, &align))
@@ -719,7 +729,7 @@ static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
         return NULL;
     /* the node's own threads go through their caches */
     if (tls_arena == a)
-        return aligned_at_impl(size, align, 0, zero);
+        return annotated_aligned(size, align, zero);
     return arena_block(a, size, align, zero, false, 0);
 }
 
@@ -746,6 +756,7 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
     if (p == NULL)
         return socket_alloc(size, align, socket, false);
     if (size == 0) {
+        DPM_ANN_FREE(p);
         free_fast(p, "dpm_realloc_socket");
         return NULL;
     }
@@ -755,12 +766,17 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
         return NULL;
     size_t old = span_usable(s);
     size_t al = align == 0 ? QUANTUM : align;
-    if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0)
+    if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0) {
+        DPM_ANN_REALLOC_BEGIN(p);   /* records the old size, for the resize */
+        DPM_ANN_REALLOC_DONE(p, p, size);
         return p;
+    }
     void *q = socket_alloc(size, align, socket, false);
     if (q == NULL)
         return NULL;
+    DPM_ANN_COPY_FROM(p, old);
     memcpy(q, p, old < size ? old : size);
+    DPM_ANN_FREE(p);
     free_fast(p, "dpm_realloc_socket");
     return q;
 }

@@ -39,7 +39,8 @@ size_t usable_size_impl(const void *p, const char *call);
 void free_sized_impl(void *p, size_t size, const char *call);
 /* A block of arena a (NULL: the calling thread's), tagged type (0: none),
  * align a power of two; untyped blocks of the thread's own arena come
- * through its cache. For the rte_malloc layer (rte_compat.c). */
+ * through its cache. For the rte_malloc layer (rte_compat.c): the block is
+ * annotated (DPM_ANN_ALLOC) as an entry point's. */
 void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero);
 
 DPM_INLINE void *alloc_fast(size_t size)

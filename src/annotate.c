@@ -150,15 +150,35 @@ void ann_usable(const void *p)
 #endif
 }
 
-/* The realloc in progress on this thread (realloc runs no user code, so
- * one is enough): the block, its requested size, and the definedness of
- * the key bytes that ann_realloc_begin marked defined. */
-static __thread void *realloc_p;
-static __thread size_t realloc_req;
-static __thread bool realloc_has_key;
+/* The key bytes of a block opened for a check of the allocator (the
+ * block's requested size, whether it has a key, and the definedness of
+ * the key bytes inside the request), to be put back as they were. */
+typedef struct key_state {
+    size_t req;
+    bool has_key;
 #if DPM_VALGRIND
-static __thread unsigned char realloc_key_vbits[KEY_LEN];
+    unsigned char vbits[KEY_LEN];
 #endif
+} key_state_t;
+
+/* The realloc in progress on this thread (realloc runs no user code, so
+ * one is enough), and the key a check is peeking at. */
+static __thread void *realloc_p;
+static __thread key_state_t realloc_key;
+static __thread key_state_t peek_key;
+
+static void key_open(void *p, size_t usable, key_state_t *k)
+{
+    k->req = requested_size(p, usable);
+    k->has_key = usable >= KEY_END;
+    if (!k->has_key)
+        return;
+#if DPM_VALGRIND
+    if (k->req > KEY_OFF)
+        VALGRIND_GET_VBITS((char *)p + KEY_OFF, k->vbits, k->req < KEY_OFF + KEY_LEN ? k->req - KEY_OFF : KEY_LEN);
+#endif
+    mark_defined((char *)p + KEY_OFF, KEY_LEN);   /* the double-free check reads it */
+}
 
 void ann_realloc_begin(void *p)
 {
@@ -167,30 +187,36 @@ void ann_realloc_begin(void *p)
     if (!block_usable(p, &usable))
         return;
     realloc_p = p;
-    realloc_req = requested_size(p, usable);
-    realloc_has_key = usable >= KEY_END;
-    if (!realloc_has_key)
-        return;
-#if DPM_VALGRIND
-    if (realloc_req > KEY_OFF)
-        VALGRIND_GET_VBITS((char *)p + KEY_OFF, realloc_key_vbits,
-                           realloc_req < KEY_OFF + KEY_LEN ? realloc_req - KEY_OFF : KEY_LEN);
-#endif
-    mark_defined((char *)p + KEY_OFF, KEY_LEN);   /* the double-free check reads it */
+    key_open(p, usable, &realloc_key);
 }
 
-/* Puts the key bytes of the realloc'd block back as they were. */
-static void key_restore(void *p, size_t req)
+/* Puts the key bytes of p back as k recorded them. */
+static void key_restore(void *p, const key_state_t *k)
 {
-    if (!realloc_has_key)
+    if (!k->has_key)
         return;
     char *key = (char *)p + KEY_OFF;
+    size_t req = k->req;
     size_t in_block = req <= KEY_OFF ? 0 : req - KEY_OFF < KEY_LEN ? req - KEY_OFF : KEY_LEN;
 #if DPM_VALGRIND
     if (in_block != 0)
-        VALGRIND_SET_VBITS(key, realloc_key_vbits, in_block);
+        VALGRIND_SET_VBITS(key, k->vbits, in_block);
 #endif
     mark_noaccess(key + in_block, KEY_LEN - in_block);
+}
+
+void ann_key_peek(void *p)
+{
+    size_t usable;
+    peek_key.has_key = false;
+    if (block_usable(p, &usable))
+        key_open(p, usable, &peek_key);
+}
+
+void ann_key_unpeek(void *p)
+{
+    key_restore(p, &peek_key);
+    peek_key.has_key = false;
 }
 
 void ann_realloc_done(void *old, void *p, size_t size)
@@ -203,13 +229,13 @@ void ann_realloc_done(void *old, void *p, size_t size)
     if (realloc_p != old)   /* freed (size 0), moved, or failed before the block was looked at */
         return;
     realloc_p = NULL;
-    key_restore(old, realloc_req);
+    key_restore(old, &realloc_key);
     if (p != old || !block_usable(p, &usable))   /* failed: old is as it was */
         return;
 #if DPM_VALGRIND
-    VALGRIND_RESIZEINPLACE_BLOCK(p, realloc_req, size, 0);
+    VALGRIND_RESIZEINPLACE_BLOCK(p, realloc_key.req, size, 0);
 #else
-    mark_undefined((char *)p + realloc_req, size > realloc_req ? size - realloc_req : 0);
+    mark_undefined((char *)p + realloc_key.req, size > realloc_key.req ? size - realloc_key.req : 0);
 #endif
     mark_noaccess((char *)p + size, usable - size);
 }
@@ -219,8 +245,8 @@ void ann_copy_from(void *p, size_t usable)
     size_t req;
     if (realloc_p == p) {
         realloc_p = NULL;
-        req = realloc_req;
-        key_restore(p, req);
+        req = realloc_key.req;
+        key_restore(p, &realloc_key);
     } else {
         req = requested_size(p, usable);
     }

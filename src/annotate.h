@@ -63,6 +63,8 @@ void ann_copy_from(void *p, size_t usable);
 void ann_open(void *p, size_t n);
 void ann_close(void *p, size_t n);
 void ann_close_key(void *p);
+void ann_key_peek(void *p);
+void ann_key_unpeek(void *p);
 void ann_slot_below(void *head);
 void ann_unmap(void *p, size_t n);
 
@@ -85,6 +87,10 @@ void ann_unmap(void *p, size_t n);
 #define DPM_ANN_OPEN_KEY(p) ann_open((char *)(p) + 8, 4)
 #define DPM_ANN_CLOSE(p, n) ann_close((p), (n))
 #define DPM_ANN_CLOSE_KEY(p) ann_close_key(p)
+/* A check reads the free key of p, which may be live: the key bytes are
+ * readable between the two, and as they were after DPM_ANN_KEY_UNPEEK. */
+#define DPM_ANN_KEY_PEEK(p) ann_key_peek(p)
+#define DPM_ANN_KEY_UNPEEK(p) ann_key_unpeek(p)
 /* The thread-cache slot just below head no longer holds a cached block:
  * the pointer left in it must not make a leaked block look reachable to
  * memcheck's leak check (head NULL: a bin without slots). */
@@ -107,6 +113,8 @@ void ann_unmap(void *p, size_t n);
 #define DPM_ANN_OPEN_KEY(p) ((void)0)
 #define DPM_ANN_CLOSE(p, n) ((void)0)
 #define DPM_ANN_CLOSE_KEY(p) ((void)0)
+#define DPM_ANN_KEY_PEEK(p) ((void)0)
+#define DPM_ANN_KEY_UNPEEK(p) ((void)0)
 #define DPM_ANN_SLOT_BELOW(head) ((void)0)
 #define DPM_ANN_UNMAP(p, n) ((void)0)
 #endif

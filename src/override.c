@@ -160,43 +160,92 @@ void __libc_free(void *p);
 void *__libc_memalign(size_t align, size_t size);
 void *__libc_valloc(size_t size);
 void *__libc_pvalloc(size_t size);
-LIBC_ENTRY void *__libc_malloc(size_t size) { return alloc_fast(size); }
-LIBC_ENTRY void *__libc_calloc(size_t n, size_t size) { return calloc_impl(n, size); }
-LIBC_ENTRY void *__libc_realloc(void *p, size_t size) { return realloc_impl(p, size, "realloc"); }
-LIBC_ENTRY void __libc_free(void *p) { free_fast(p, "free"); }
+LIBC_ENTRY void *__libc_malloc(size_t size)
+{
+    void *p = alloc_fast(size);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
+}
+
+LIBC_ENTRY void *__libc_calloc(size_t n, size_t size)
+{
+    void *p = calloc_impl(n, size);
+    DPM_ANN_ALLOC(p, n * size, true);
+    return p;
+}
+
+LIBC_ENTRY void *__libc_realloc(void *p, size_t size)
+{
+    void *q = realloc_impl(p, size, "realloc");
+    DPM_ANN_REALLOC_DONE(p, q, size);
+    return q;
+}
+
+LIBC_ENTRY void __libc_free(void *p)
+{
+    DPM_ANN_FREE(p);
+    free_fast(p, "free");
+}
+
+/* memalign, valloc and pvalloc annotate the block themselves. */
 LIBC_ENTRY void *__libc_memalign(size_t align, size_t size) { return memalign(align, size); }
 LIBC_ENTRY void *__libc_valloc(size_t size) { return valloc(size); }
 LIBC_ENTRY void *__libc_pvalloc(size_t size) { return pvalloc(size); }
-LIBC_ENTRY void cfree(void *p) { free_fast(p, "free"); }
+
+LIBC_ENTRY void cfree(void *p)
+{
+    DPM_ANN_FREE(p);
+    free_fast(p, "free");
+}
+
+#endif /* DPM_OVERRIDE_LIBC */
 
 /* ---- the C side of the C++ operators (override_cxx.cc) ---------------- */
 /* Only where override_cxx.cc is built: cxx_new_retry lives there. The
  * reference is weak so that it does not pull override_cxx.o out of
  * libdpmalloc.a: only the operators there call these functions, and its
  * static-library build references libstdc++ strongly (override_cxx.cc),
- * which a C program linking libdpmalloc.a must not need. */
+ * which a C program linking libdpmalloc.a must not need. The overriding
+ * libraries have these functions; so does the ASan build's C++ test
+ * (tests/debug), which links the operators without the libc family. */
 #if DPM_HAVE_CXX
 #pragma weak cxx_new_retry
 
+/* Every block the operators hand out comes from cxx_new* fast paths or
+ * from here (the aligned operators, and each retry after the
+ * new-handler), which annotate it. */
 void *cxx_try_alloc(size_t size, size_t align)
 {
-    if (align == 0)
-        return alloc_fast(size);
+    if (align == 0) {
+        void *p = alloc_fast(size);
+        DPM_ANN_ALLOC(p, size, false);
+        return p;
+    }
     if (!is_pow2(align) || align > DPM_MAX_ALIGN)
         return NULL;
-    return aligned_at_impl(size, align, 0, false);
+    void *p = aligned_at_impl(size, align, 0, false);
+    DPM_ANN_ALLOC(p, size, false);
+    return p;
 }
 
 void *cxx_new(size_t size)
 {
     void *p = alloc_fast(size);
-    return likely(p != NULL) ? p : cxx_new_retry(size, 0, false);
+    if (likely(p != NULL)) {
+        DPM_ANN_ALLOC(p, size, false);
+        return p;
+    }
+    return cxx_new_retry(size, 0, false);
 }
 
 void *cxx_new_nothrow(size_t size)
 {
     void *p = alloc_fast(size);
-    return likely(p != NULL) ? p : cxx_new_retry(size, 0, true);
+    if (likely(p != NULL)) {
+        DPM_ANN_ALLOC(p, size, false);
+        return p;
+    }
+    return cxx_new_retry(size, 0, true);
 }
 
 void *cxx_new_aligned(size_t size, size_t align)
@@ -211,9 +260,17 @@ void *cxx_new_aligned_nothrow(size_t size, size_t align)
     return likely(p != NULL) ? p : cxx_new_retry(size, align, true);
 }
 
-void cxx_delete(void *p) { free_fast(p, "operator delete"); }
+void cxx_delete(void *p)
+{
+    DPM_ANN_FREE(p);
+    free_fast(p, "operator delete");
+}
+
+/* free_sized_impl annotates the free. */
 void cxx_delete_sized(void *p, size_t size) { free_sized_impl(p, size, "operator delete"); }
 #endif
+
+#if DPM_OVERRIDE_LIBC
 
 /* Sends every thread's cached large blocks home (idle threads' too) and
  * returns every arena's free pages to the OS now; 1 if memory was

@@ -227,7 +227,11 @@ DPM_EXPORT void *dpm_rte_calloc(const char *type, size_t num, size_t size, unsig
     return dpm_rte_calloc_socket(type, num, size, align, DPM_RTE_SOCKET_ID_ANY);
 }
 
-DPM_EXPORT void dpm_rte_free(void *ptr) { free_fast(ptr, "dpm_rte_free"); }
+DPM_EXPORT void dpm_rte_free(void *ptr)
+{
+    DPM_ANN_FREE(ptr);
+    free_fast(ptr, "dpm_rte_free");
+}
 
 /* ---- blocks ----------------------------------------------------------- */
 
@@ -245,9 +249,13 @@ static const span_t *live_block(const void *p)
     } else if (s->kind != SPAN_LARGE || (uintptr_t)p != s->base || __atomic_load_n(&s->parked, __ATOMIC_RELAXED)) {
         return NULL;
     }
-    if (s->tcache_class != TC_NONE && *tc_key_word((void *)p) == TC_FREE_KEY)
-        return NULL;   /* freed into a thread cache */
-    return s;
+    bool cached = false;
+    if (s->tcache_class != TC_NONE) {
+        DPM_ANN_KEY_PEEK((void *)p);   /* the key of a live block lies in its slack */
+        cached = *tc_key_word((void *)p) == TC_FREE_KEY;
+        DPM_ANN_KEY_UNPEEK((void *)p);
+    }
+    return cached ? NULL : s;   /* NULL: freed into a thread cache */
 }
 
 static size_t block_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
@@ -285,6 +293,7 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
     if (ptr == NULL)
         return dpm_rte_malloc_socket(NULL, size, align, socket);
     if (size == 0) {
+        DPM_ANN_FREE(ptr);
         free_fast(ptr, "dpm_rte_realloc");
         return NULL;
     }
@@ -304,8 +313,11 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
         return fail(EINVAL);
     }
     uint16_t type = block_type(s, ptr);
-    if (heap_has_arena(&h, s->arena) && keeps_place(s, ptr, size, al))
+    if (heap_has_arena(&h, s->arena) && keeps_place(s, ptr, size, al)) {
+        DPM_ANN_REALLOC_BEGIN(ptr);   /* records the old size, for the resize */
+        DPM_ANN_REALLOC_DONE(ptr, ptr, size);
         return ptr;
+    }
     /* Untyped blocks of libdpmalloc's socket heap: dpmalloc's realloc,
      * which grows page runs in place. */
     if (h.arena == NULL && type == 0 && heap_has_arena(&h, s->arena))
@@ -314,7 +326,9 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
     if (q == NULL)
         return NULL;
     size_t old = block_usable(s);
+    DPM_ANN_COPY_FROM(ptr, old);
     memcpy(q, ptr, old < size ? old : size);
+    DPM_ANN_FREE(ptr);
     free_fast(ptr, "dpm_rte_realloc");
     return q;
 }

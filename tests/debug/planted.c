@@ -13,6 +13,9 @@
  *   realloc    grow a block by realloc (it moves), then write 1 byte past
  *              the new size
  *   realloc_in_place  shrink a 40-byte block to 30 (it stays), write at 30
+ *   rte_uaf    (dpm only) read a freed 24-byte dpm_rte_malloc block
+ *   rte_overflow  (dpm only) write 1 byte past dpm_rte_malloc(24)
+ *   socket_overflow  (dpm only) write 1 byte past dpm_malloc_socket(24)
  *   none       use blocks correctly (no report expected); prints the
  *              usable size of a 24-byte block, which tells whose malloc ran
  *              (dpmalloc: 32, memcheck's own: 24)
@@ -26,6 +29,7 @@
 
 #ifdef PLANTED_DPM_API
 #include <dpmalloc.h>
+#include <dpmalloc/rte_compat.h>
 #else
 #define dpm_malloc malloc
 #define dpm_free free
@@ -107,6 +111,23 @@ int main(int argc, char **argv)
         sink = q;
         sink[30] = 1;
         xfree(q);
+#ifdef PLANTED_DPM_API
+    } else if (strcmp(bug, "rte_uaf") == 0) {
+        char *p = dpm_rte_malloc(NULL, 24, 0);
+        memset(p, 7, 24);
+        dpm_rte_free(p);
+        sink = p;
+        printf("read after free: %d\n", sink[3]);
+    } else if (strcmp(bug, "rte_overflow") == 0 || strcmp(bug, "socket_overflow") == 0) {
+        char *p = bug[0] == 'r' ? dpm_rte_malloc(NULL, 24, 0) : dpm_malloc_socket(24, 0, DPM_SOCKET_ID_ANY);
+        memset(p, 0, 24);
+        sink = p;
+        sink[24] = 1;
+        if (bug[0] == 'r')
+            dpm_rte_free(p);
+        else
+            dpm_free(p);
+#endif
     } else if (strcmp(bug, "none") == 0) {
         char *p = xmalloc(24);
         memset(p, 0, 24);
@@ -124,6 +145,35 @@ int main(int argc, char **argv)
             if (q[i] != 0)
                 return 1;
         xfree(q);
+#ifdef PLANTED_DPM_API
+        if (use_dpm) {
+            /* the rte_malloc layer and the socket calls, with blocks too
+             * small to hold the free key inside the request */
+            size_t sz;
+            char *r = dpm_rte_malloc(NULL, 10, 0);
+            memset(r, 1, 10);
+            if (dpm_rte_malloc_validate(r, &sz) != 0 || sz < 10)
+                return 1;
+            r = dpm_rte_realloc(r, 8, 0);     /* in place */
+            r = dpm_rte_realloc(r, 500, 0);   /* moves */
+            memset(r + 8, 2, 492);
+            dpm_rte_free(r);
+            char *z = dpm_rte_zmalloc(NULL, 40, 0);
+            if (z[39] != 0)
+                return 1;
+            dpm_rte_free(z);
+            char *m = dpm_malloc_socket(10, 0, DPM_SOCKET_ID_ANY);
+            memset(m, 1, 10);
+            m = dpm_realloc_socket(m, 6, 0, DPM_SOCKET_ID_ANY);     /* in place */
+            m = dpm_realloc_socket(m, 3000, 0, DPM_SOCKET_ID_ANY);  /* moves */
+            memset(m + 6, 1, 2994);
+            dpm_free(m);
+            m = dpm_calloc_socket(3, 10, 0, DPM_SOCKET_ID_ANY);
+            if (m[29] != 0)
+                return 1;
+            dpm_realloc_socket(m, 0, 0, DPM_SOCKET_ID_ANY);
+        }
+#endif
     } else {
         fprintf(stderr, "planted: unknown bug %s\n", bug);
         return 2;

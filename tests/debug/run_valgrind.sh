@@ -3,6 +3,8 @@
 # memcheck (a -DDPM_VALGRIND=1 library), with dpmalloc still the allocator.
 #   run_valgrind.sh linked  <planted built with PLANTED_DPM_API, linked with the static library>
 #   run_valgrind.sh preload <planted for libc only> <libdpmalloc.so built with DPM_VALGRIND>
+#   run_valgrind.sh cxx-linked <planted_cxx linked with the static library>
+#   run_valgrind.sh cxx-preload <planted_cxx> <libdpmalloc.so built with DPM_VALGRIND>
 # Exits 77 (skipped) when valgrind is not installed.
 set -u
 mode=$1 prog=$2 lib=${3:-}
@@ -21,7 +23,7 @@ trap 'rm -f "$out"' EXIT
 run() {
     name=$1
     shift
-    if [ "$mode" = preload ]; then
+    if [ "$mode" = preload ] || [ "$mode" = cxx-preload ]; then
         LD_PRELOAD=$lib "$@" >"$out" 2>&1
     else
         "$@" >"$out" 2>&1
@@ -42,11 +44,27 @@ expect() {   # expect <case> <fixed string>...
     echo "ok   $c"
 }
 
-if [ "$mode" = linked ]; then
-    apis="libc dpm"
-else
-    apis="libc"
-fi
+case $mode in
+cxx-*)
+    # operator new[]/delete[] jump to the C side (override.c), whose frames
+    # memcheck shows under the annotation's
+    run uaf $VG "$prog" uaf
+    expect "$mode use after delete" "Invalid read of size 1" "inside a block of size 24 free'd" \
+        "cxx_delete (override.c:" "cxx_new (override.c:"
+    run overflow $VG "$prog" overflow
+    expect "$mode overflow of new char[24]" "Invalid write of size 1" "0 bytes after a block of size 24 alloc'd" \
+        "cxx_new (override.c:"
+    run leak $VG --leak-check=full "$prog" leak
+    expect "$mode leaked new" "100 bytes in 1 blocks are definitely lost" "definitely lost: 100 bytes in 1 blocks" \
+        "cxx_new (override.c:"
+    run none $VG --leak-check=full --error-exitcode=99 "$prog" none
+    expect "$mode clean run" "usable 24 -> 32" "ERROR SUMMARY: 0 errors" "planted: done" \
+        "All heap blocks were freed -- no leaks are possible"
+    exit $fail
+    ;;
+linked) apis="libc dpm" ;;
+*) apis="libc" ;;
+esac
 for api in $apis; do
     if [ "$api" = dpm ]; then fr="dpm_free (alloc.c:" mf="dpm_malloc (alloc.c:" rf="dpm_realloc (alloc.c:"
     else fr="free (override.c:" mf="malloc (override.c:" rf="realloc (override.c:"; fi
@@ -70,6 +88,26 @@ for api in $apis; do
     expect "$mode $api clean run" "usable 24 -> 32" "ERROR SUMMARY: 0 errors" "planted: done" \
         "All heap blocks were freed -- no leaks are possible"
 done
+if [ "$mode" = linked ]; then
+    # blocks of the rte_malloc layer and of the socket calls (their
+    # entry points tail-call the paths that annotate the block, so the
+    # alloc'd stack need not name them)
+    run rte_uaf $VG "$prog" dpm rte_uaf
+    expect "$mode dpm_rte_malloc use after dpm_rte_free" "Invalid read of size 1" \
+        "inside a block of size 24 free'd" "dpm_rte_free (rte_compat.c:"
+    run rte_overflow $VG "$prog" dpm rte_overflow
+    expect "$mode dpm_rte_malloc overflow" "Invalid write of size 1" "0 bytes after a block of size 24 alloc'd"
+    # another node's arena (the thread's arena is an automatic one), and,
+    # with numa:true, the node's arena through the thread's cache
+    run socket_overflow $VG "$prog" dpm socket_overflow
+    expect "$mode dpm_malloc_socket overflow" "Invalid write of size 1" "0 bytes after a block of size 24 alloc'd"
+    run socket_overflow env DPMALLOC_CONF=numa:true $VG "$prog" dpm socket_overflow
+    expect "$mode dpm_malloc_socket overflow, numa:true" "Invalid write of size 1" \
+        "0 bytes after a block of size 24 alloc'd"
+    run none env DPMALLOC_CONF=numa:true $VG --leak-check=full --error-exitcode=99 "$prog" dpm none
+    expect "$mode dpm clean run, numa:true" "ERROR SUMMARY: 0 errors" "planted: done" \
+        "All heap blocks were freed -- no leaks are possible"
+fi
 # Without the synonym, memcheck's malloc replaces dpmalloc's (the reason
 # for the option): the usable size is then memcheck's, the requested 24.
 run replaced valgrind "$prog" libc none
