@@ -28,7 +28,9 @@
  *      -lpthread -o /tmp/r11re && /tmp/r11re mlock     # exit 1 = defect shown
  *   /tmp/r11re big                                     # exit 1 = defect shown
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dpmalloc.h>
 #include <errno.h>
 #include <signal.h>

@@ -34,7 +34,9 @@
  *   source one's range, check_heap reports "broken back link", source one
  *   got 1 segment and 0 back. Exit 1.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dpmalloc.h>
 #include <pthread.h>
 #include <semaphore.h>
