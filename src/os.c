@@ -364,9 +364,8 @@ int os_prefault(void *addr, size_t size, bool lock)
     /* mlock first: over RLIMIT_MEMLOCK it fails before any page is touched */
     if (lock && mlock(addr, size) != 0)
         return errno == 0 ? EPERM : errno;
-    /* A populate that runs out (no huge page left, a memory cgroup at its
-     * limit) returns an error where a store would raise SIGBUS; writing
-     * breaks the shared zero page too. */
+    /* A failed populate returns an error to report, where a failed store
+     * faults; writing breaks the shared zero page too. */
     if (madvise(addr, size, MADV_POPULATE_WRITE) == 0)
         return 0;
     if (errno != EINVAL)
