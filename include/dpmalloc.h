@@ -224,8 +224,9 @@ void *dpm_malloc_arena(unsigned arena, size_t size, size_t align) DPM_ATTR_MALLO
  * recursing into alloc without bound), call dpm_ctl and dpm_stats_print.
  * alloc is called by the thread whose allocation needs a new segment;
  * free and purge by whichever thread runs the arena's decay, purge or
- * destroy. A destroy or reset of the arena asked for from inside its own
- * purge callback fails with EBUSY. See docs/numa.md ("Page sources").
+ * destroy. A destroy or reset of the arena while one of its alloc or
+ * purge callbacks runs (asked for from inside it, or from another thread)
+ * fails with EBUSY. See docs/numa.md ("Page sources").
  */
 typedef struct dpm_page_source {
     /* size bytes at a multiple of align (both multiples of 4 MiB), or NULL.
@@ -246,7 +247,8 @@ typedef struct dpm_page_source {
  * it with dpm_malloc_arena, or bind a thread to it ("thread.arena"), whose
  * thread cache then serves it; reset and destroy it with
  * "arena.<i>.reset" / "arena.<i>.destroy", which give every segment back
- * through src->free. Allocations that need a segment the source refuses
+ * through src->free (EBUSY while the source's alloc or purge is being
+ * called for the arena). Allocations that need a segment the source refuses
  * fail with ENOMEM. Decay purges free pages through src->purge (never, if
  * NULL) and gives wholly free segments back through src->free.
  *
@@ -273,7 +275,8 @@ int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, uns
  * mbind (MPOL_PREFERRED; docs/numa.md). A thread whose own arena is that
  * node's (numa:true) allocates through its thread cache; others go to the
  * node's arena directly. Nodes are numbered as in
- * /sys/devices/system/node ("arenas.nnodes" says how many).
+ * /sys/devices/system/node ("arenas.nnodes" is the highest online node +
+ * 1; a node not listed online is refused, as DPDK refuses such sockets).
  *
  * @param align
  *   0 for the default (16), otherwise a power of two up to DPM_MAX_ALIGN.
@@ -281,7 +284,7 @@ int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, uns
  *   A node, or DPM_SOCKET_ID_ANY (-1) for the caller's current node.
  * @return
  *   The block (freed with dpm_free), or NULL with errno = EINVAL (no such
- *   node, bad @p align) or ENOMEM.
+ *   node online, bad @p align) or ENOMEM.
  */
 void *dpm_malloc_socket(size_t size, size_t align, int socket) DPM_ATTR_MALLOC DPM_ATTR_ALLOC_SIZE(1);
 /** dpm_malloc_socket() whose block is zeroed. */
@@ -309,7 +312,11 @@ void *dpm_realloc_socket(void *p, size_t size, size_t align, int socket) DPM_ATT
  * Map @p bytes ahead of time, fault every page in, and hand them to an
  * arena, whose allocations then take pages from the reserve before any
  * that would fault (docs/numa.md, "Reserves"). Reserved pages are never
- * purged or unmapped. Pages: 1 GiB huge pages when @p bytes is at least
+ * purged, and unmapped only when the arena goes: a reset or destroy of a
+ * manual arena (DPM_SOCKET_ID_ANY from a thread bound to it) releases its
+ * reserve. Normal-page reserves larger than the memory available
+ * (MemAvailable) or than the kernel's overcommit accounting allows are
+ * refused with ENOMEM before anything is mapped. Pages: 1 GiB huge pages when @p bytes is at least
  * 1 GiB and the system's pool has enough free, else 2 MiB huge pages when
  * it has enough, else normal pages; @p bytes is rounded up to 4 MiB (or
  * the huge page).
@@ -321,8 +328,8 @@ void *dpm_realloc_socket(void *p, size_t size, size_t align, int socket) DPM_ATT
  * @param flags
  *   0 or DPM_RESERVE_NO_HUGEPAGES | DPM_RESERVE_MLOCK.
  * @return
- *   0, EINVAL (0 bytes, no such node), ENOMEM, or mlock's errno (EPERM,
- *   ENOMEM) with nothing reserved.
+ *   0, EINVAL (0 bytes, no such node online), ENOMEM, or mlock's errno
+ *   (EPERM, ENOMEM) with nothing reserved.
  */
 int dpm_reserve(size_t bytes, int socket, unsigned flags);
 

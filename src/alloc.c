@@ -705,7 +705,7 @@ DPM_EXPORT int dpm_arena_create_sourced(const char *name, const dpm_page_source_
 /* ---- NUMA socket heaps and reserves -------------------------------------- */
 
 /* The arena of socket (DPM_SOCKET_ID_ANY: the caller's node), or NULL with
- * errno = EINVAL. */
+ * errno = EINVAL (no such node online) or ENOMEM. */
 static arena_t *socket_arena(int socket)
 {
     if (socket < DPM_SOCKET_ID_ANY) {
@@ -713,9 +713,9 @@ static arena_t *socket_arena(int socket)
         return NULL;
     }
     unsigned node = socket == DPM_SOCKET_ID_ANY ? numa_current_node() : (unsigned)socket;
-    arena_t *a = node < numa_nnodes() ? numa_node_arena(node) : NULL;
+    arena_t *a = numa_node_online(node) ? numa_node_arena(node) : NULL;
     if (a == NULL)
-        errno = node < numa_nnodes() ? ENOMEM : EINVAL;
+        errno = numa_node_online(node) ? ENOMEM : EINVAL;
     return a;
 }
 

@@ -264,19 +264,29 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
 
 /* A segment from a's page source, added to its heap: called with no lock
  * held (the source is user code), so the caller must look for room again
- * afterwards. False when the source had none (errno = ENOMEM). */
+ * afterwards. False when the source had none (errno = ENOMEM). The call is
+ * counted in grows_in_flight, which makes a reset or destroy of a refuse
+ * with EBUSY meanwhile (as for a source purge: the callback itself may ask
+ * for one), so the segment never lands in a released or reused heap. */
 static bool arena_grow_from_source(arena_t *a, size_t bytes)
 {
-    bool zeroed;
-    const page_source_t *src = &a->ph.options.source;
-    void *mem = ph_source_alloc(src, bytes, &zeroed);
-    if (mem == NULL)
-        return false;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
-    bool added = ph_add_segment(&a->ph, mem, bytes, zeroed, true, false);
+    if (is_destroyed(a)) {   /* an allocation racing its arena's destroy */
+        mutex_unlock_elidable(&a->lock, held);
+        errno = ENOMEM;
+        return false;
+    }
+    page_source_t src = a->ph.options.source;
+    a->grows_in_flight++;
     mutex_unlock_elidable(&a->lock, held);
-    if (!added && src->free != NULL)
-        src->free(src->ctx, mem, bytes);
+    bool zeroed;
+    void *mem = ph_source_alloc(&src, bytes, &zeroed);
+    held = mutex_lock_elidable(&a->lock);
+    a->grows_in_flight--;
+    bool added = mem != NULL && ph_add_segment(&a->ph, mem, bytes, zeroed, true, false);
+    mutex_unlock_elidable(&a->lock, held);
+    if (mem != NULL && !added && src.free != NULL)
+        src.free(src.ctx, mem, bytes);
     if (!added)
         errno = ENOMEM;
     return added;
@@ -424,8 +434,8 @@ static void forget_typed_blocks(const span_t *s)
 /* Gives every page of a back at once; arenas_lock held. A sourced
  * arena's segments go to *give_back (with a copy of its source in *src),
  * for the caller to hand to the source once arenas_lock is dropped.
- * EBUSY while a source's purge call for a is under way (it runs without
- * purge_lock; it may be the caller). */
+ * EBUSY while a source's purge or alloc call for a is under way (it runs
+ * without purge_lock or a->lock; it may be the caller). */
 static int release_all(arena_t *a, list_t *give_back, page_source_t *src)
 {
     int err = 0;
@@ -433,7 +443,7 @@ static int release_all(arena_t *a, list_t *give_back, page_source_t *src)
     lock_all_bins(a, true);
     mutex_lock(&a->purge_lock);   /* no runs are out of the heap being purged */
     mutex_lock(&a->lock);
-    if (a->purges_in_flight != 0) {
+    if (a->purges_in_flight != 0 || a->grows_in_flight != 0) {
         err = EBUSY;
         goto out;
     }

@@ -104,7 +104,7 @@ static int h_node(const ctl_call_t *c, const void *arg)
     const char *what = arg;
     if (wants_write(c))
         return EPERM;
-    if (c->idx[0] >= numa_nnodes())
+    if (c->idx[0] >= numa_nnodes() || !numa_node_online((unsigned)c->idx[0]))
         return ENOENT;
     unsigned node = (unsigned)c->idx[0];
     if (strcmp(what, "ncpus") == 0) {

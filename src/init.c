@@ -133,6 +133,8 @@ static void reserve_at_start(void)
     int err = 0;
     if (opt.numa) {
         for (unsigned n = 0; n < numa_nnodes() && err == 0; n++) {
+            if (!numa_node_online(n))
+                continue;
             arena_t *a = numa_node_arena(n);
             err = a != NULL ? numa_reserve(a, bytes, (int)n, 0) : ENOMEM;
         }

@@ -17,6 +17,8 @@
 static unsigned nnodes = 1;
 static uint16_t cpu_node[NUMA_MAX_CPUS];      /* node of each CPU (0 if unlisted) */
 static uint16_t node_ncpus[NUMA_MAX_NODES];
+/* Listed in the online file; nodes below nnodes may be missing from it. */
+static bool node_online[NUMA_MAX_NODES];
 /* 0: no arena yet; 1: being made; index + 2 once made. */
 static unsigned node_arena_state[NUMA_MAX_NODES];
 
@@ -99,6 +101,7 @@ static void note_node(void *arg, unsigned node)
     path_of(path, sizeof(path), w->root, "cpulist", (int)node);
     if (node + 1 > nnodes)
         nnodes = node + 1;
+    node_online[node] = true;
     if (read_small_file(path, list, sizeof(list)))
         for_each_in_list(list, note_cpu, &node);
 }
@@ -112,18 +115,33 @@ void numa_init(void)
     if (root == NULL || root[0] == '\0')
         root = "/sys";
     char path[512], list[1024];
-    nnodes = 1;
+    nnodes = 0;
     memset(cpu_node, 0, sizeof(cpu_node));
     memset(node_ncpus, 0, sizeof(node_ncpus));
+    memset(node_online, 0, sizeof(node_online));
     path_of(path, sizeof(path), root, "online", -1);
     node_walk_t w = {root, 0};
     if (read_small_file(path, list, sizeof(list)))
         for_each_in_list(list, note_node, &w);
-    else
+    if (nnodes == 0) {   /* no file, or one that names no node */
+        nnodes = 1;
+        node_online[0] = true;
+        memset(node_ncpus, 0, sizeof(node_ncpus));
         node_ncpus[0] = (uint16_t)os_ncpus();
+        return;
+    }
+    /* CPUs that no online node lists (node 0 if it is not online: none
+     * listed there) count as the first online node's */
+    unsigned first = 0;
+    while (!node_online[first])
+        first++;
+    for (unsigned c = 0; first != 0 && c < NUMA_MAX_CPUS; c++)
+        if (cpu_node[c] == 0)
+            cpu_node[c] = (uint16_t)first;
 }
 
 unsigned numa_nnodes(void) { return nnodes; }
+bool numa_node_online(unsigned n) { return n < nnodes && node_online[n]; }
 unsigned numa_node_ncpus(unsigned n) { return n < nnodes ? node_ncpus[n] : 0; }
 
 unsigned numa_current_node(void)
@@ -134,7 +152,7 @@ unsigned numa_current_node(void)
 
 arena_t *numa_node_arena(unsigned n)
 {
-    if (n >= nnodes)
+    if (!numa_node_online(n))
         return NULL;
     unsigned *st = &node_arena_state[n];
     for (;;) {
@@ -178,6 +196,22 @@ static size_t free_hugepages(unsigned lg)
     return read_small_file(path, buf, sizeof(buf)) ? (size_t)strtoull(buf, NULL, 10) : 0;
 }
 
+/* MemAvailable of /proc/meminfo in bytes (SIZE_MAX if unreadable): more
+ * than that cannot be faulted in without swapping or the OOM killer, and
+ * under vm.overcommit_memory 1 (or 0, below RAM + swap) the mapping alone
+ * is not refused. */
+static size_t available_memory(void)
+{
+    char buf[4096];
+    if (!read_small_file("/proc/meminfo", buf, sizeof(buf)))
+        return SIZE_MAX;
+    const char *p = strstr(buf, "MemAvailable:");
+    if (p == NULL)
+        return SIZE_MAX;
+    unsigned long long kb = strtoull(p + strlen("MemAvailable:"), NULL, 10);
+    return kb > SIZE_MAX / 1024 ? SIZE_MAX : (size_t)kb * 1024;
+}
+
 /* A mapping of *bytes for a reserve: 1 GiB pages when *bytes is at least
  * 1 GiB and the pool has enough, else 2 MiB pages, else normal pages
  * (DPM_RESERVE_NO_HUGEPAGES: normal only). *bytes is rounded up to the
@@ -199,7 +233,9 @@ static void *map_reserve(size_t *bytes, unsigned flags, unsigned *lg_huge)
     }
     *bytes = round_up(*bytes, SEG_UNIT);
     *lg_huge = 0;
-    return os_map_aligned(*bytes, SEG_UNIT);
+    if (*bytes > available_memory())
+        return NULL;
+    return os_map_aligned_committed(*bytes, SEG_UNIT);
 }
 
 /* The allocator's own first touches that allocations in a fresh reserve
@@ -235,9 +271,10 @@ int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
         return ENOMEM;
     if (node >= 0)
         os_bind_node(m, bytes, node);
-    if (!os_prefault(m, bytes, (flags & DPM_RESERVE_MLOCK) != 0)) {
+    int err = os_prefault(m, bytes, (flags & DPM_RESERVE_MLOCK) != 0);
+    if (err != 0) {
         os_unmap(m, bytes);
-        return EPERM;
+        return err;
     }
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     bool ok = ph_add_segment(&a->ph, m, bytes, true, false, true);

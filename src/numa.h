@@ -20,14 +20,18 @@
 
 /* Reads the topology (at init, before anything allocates: no malloc). */
 void numa_init(void);
-/* Nodes known (1 on a machine without NUMA, or when sysfs has no nodes). */
+/* Highest online node + 1 (1 on a machine without NUMA, or when sysfs
+ * lists no node). */
 unsigned numa_nnodes(void);
+/* Node n is listed in sysfs's online file (node 0 when none is). */
+bool numa_node_online(unsigned n);
 /* CPUs listed for node n. */
 unsigned numa_node_ncpus(unsigned n);
-/* The node of the CPU the caller runs on now (getcpu); 0 if unknown. */
+/* The node of the CPU the caller runs on now (getcpu); the first online
+ * node if unknown. */
 unsigned numa_current_node(void);
-/* The arena of node n, made on first use; NULL for a node that does not
- * exist or when out of memory. */
+/* The arena of node n, made on first use; NULL for a node that is not
+ * online or when out of memory. */
 arena_t *numa_node_arena(unsigned n);
 /* numa:true: the arena a new thread takes (its current node's). */
 arena_t *numa_thread_arena(void);

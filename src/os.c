@@ -31,14 +31,14 @@ size_t os_page_size(void)
     return k;
 }
 
-void *os_map_aligned(size_t size, size_t align)
+static void *map_aligned(size_t size, size_t align, int extra_flags)
 {
     size_t span = size + align - PAGE;
     if (span < size) {
         errno = ENOMEM;
         return NULL;
     }
-    void *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
     if (raw == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;
@@ -53,6 +53,10 @@ void *os_map_aligned(size_t size, size_t align)
         munmap((void *)(aligned + size), tail);
     return (void *)aligned;
 }
+
+void *os_map_aligned(size_t size, size_t align) { return map_aligned(size, align, MAP_NORESERVE); }
+
+void *os_map_aligned_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
 
 void *os_map_huge(size_t size, size_t align) { return os_map_huge_sized(size, align, 21); }
 
@@ -351,16 +355,27 @@ bool os_bind_node(void *addr, size_t size, int node)
     return false;
 }
 
-bool os_prefault(void *addr, size_t size, bool lock)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+
+int os_prefault(void *addr, size_t size, bool lock)
 {
-    size_t kp = os_page_size();
-    /* MAP_POPULATE was asked at the mapping where possible; touching
-     * makes sure (and a write breaks the shared zero page). */
+    /* mlock first: over RLIMIT_MEMLOCK it fails before any page is touched */
+    if (lock && mlock(addr, size) != 0)
+        return errno == 0 ? EPERM : errno;
+    /* A failed populate returns an error to report, where a failed store
+     * faults; writing breaks the shared zero page too. */
+    if (madvise(addr, size, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL)
+        return ENOMEM;
+    size_t kp = os_page_size();   /* kernels before 5.14: touch each page */
     for (size_t off = 0; off < size; off += kp) {
         volatile char *p = (volatile char *)addr + off;
         *p = *p;
     }
-    return !lock || mlock(addr, size) == 0;
+    return 0;
 }
 
 void os_populate(void *addr, size_t size)
@@ -368,7 +383,7 @@ void os_populate(void *addr, size_t size)
     size_t kp = os_page_size();
     uintptr_t lo = (uintptr_t)addr & ~(uintptr_t)(kp - 1);
     uintptr_t hi = ((uintptr_t)addr + size + kp - 1) & ~(uintptr_t)(kp - 1);
-    madvise((void *)lo, hi - lo, 23 /* MADV_POPULATE_WRITE */);
+    madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
 }
 
 int os_current_cpu(void)
@@ -399,10 +414,6 @@ bool os_commit(void *addr, size_t size)
     }
     return true;
 }
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
-#endif
 
 bool os_populate_here(void *addr, size_t size)
 {

@@ -15,6 +15,10 @@
 /* Fresh zeroed memory of size bytes at a multiple of align (both multiples
  * of the page). NULL with errno = ENOMEM when the kernel says no. */
 void *os_map_aligned(size_t size, size_t align);
+/* The same without MAP_NORESERVE: the kernel's overcommit accounting
+ * applies (refused at once under vm.overcommit_memory 2, or beyond RAM +
+ * swap under 0), for memory that is about to be faulted in whole. */
+void *os_map_aligned_committed(size_t size, size_t align);
 /* The same from explicit huge pages (MAP_HUGETLB, 2 MiB); size and align
  * must be multiples of 2 MiB. NULL if the system has none to give. */
 void *os_map_huge(size_t size, size_t align);
@@ -27,10 +31,11 @@ void os_unmap(void *addr, size_t size);
  * such node, no NUMA support): the pages then stay unbound, and the
  * first refusal prints one warning. */
 bool os_bind_node(void *addr, size_t size, int node);
-/* Faults every page of the range in now (writes a zero byte per kernel
- * page, which keeps its contents), and with lock mlocks it. False if
- * mlock failed. */
-bool os_prefault(void *addr, size_t size, bool lock);
+/* Faults every page of the range in now for writing, keeping its
+ * contents, and with lock mlocks it first. 0, mlock's errno, or ENOMEM
+ * when the kernel could not populate it (MADV_POPULATE_WRITE; older
+ * kernels touch each page instead). */
+int os_prefault(void *addr, size_t size, bool lock);
 /* Makes the pages of a live range resident and writable without
  * changing a byte (MADV_POPULATE_WRITE, Linux 5.14; nothing on older
  * kernels): metadata other threads may be writing. */

@@ -294,6 +294,35 @@ static void fake_topology(void)
     dpm_free(p);
 }
 
+/* online "0,2": node 1 is offline (or absent) yet below arenas.nnodes */
+static void offline_topology(void)
+{
+    EXPECT_EQ_U(ctl_u("arenas.nnodes"), 3);
+    errno = 0;
+    EXPECT_NULL(dpm_malloc_socket(64, 0, 1));
+    EXPECT_ERRNO(EINVAL);
+    errno = 0;
+    EXPECT_NULL(dpm_zmalloc_socket(64, 0, 1));
+    EXPECT_ERRNO(EINVAL);
+    EXPECT_EQ_I(dpm_reserve(4 << 20, 1, DPM_RESERVE_NO_HUGEPAGES), EINVAL);
+    unsigned v;
+    size_t sz = sizeof(v);
+    EXPECT_EQ_I(dpm_ctl("arenas.node.1.arena", &v, &sz, NULL, 0), ENOENT);
+    void *p = dpm_malloc_socket(64, 0, 0);
+    EXPECT_NONNULL(p);
+    dpm_free(p);
+}
+
+/* an online file naming no node: one node holding every CPU, as without it */
+static void no_node_topology(void)
+{
+    EXPECT_EQ_U(ctl_u("arenas.nnodes"), 1);
+    EXPECT_EQ_U(ctl_u("arenas.node.0.ncpus"), (unsigned)sysconf(_SC_NPROCESSORS_CONF));
+    void *p = dpm_malloc_socket(100000, 0, 0);
+    EXPECT_NONNULL(p);
+    dpm_free(p);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -341,10 +370,101 @@ TEST(multi_node_arena_choice_on_a_fake_topology)
         TEST_FAIL("rm failed");
 }
 
+/* Runs `test_numa <mode>` on a made-up tree whose online file says
+ * online, node0 (cpu 0) and node2 (cpu 1) existing; the child's output. */
+static int run_on_tree(const char *mode, const char *online, char *out, size_t cap)
+{
+    char root[] = "/tmp/dpm_sysfs_XXXXXX";
+    if (mkdtemp(root) == NULL)
+        return -1;
+    char path[256];
+    const char *dirs[] = {"/devices", "/devices/system", "/devices/system/node", "/devices/system/node/node0",
+                          "/devices/system/node/node2"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+        mkdir(path, 0700);
+    }
+    snprintf(path, sizeof(path), "%s/devices/system/node/online", root);
+    write_file(path, online);
+    snprintf(path, sizeof(path), "%s/devices/system/node/node0/cpulist", root);
+    write_file(path, "0\n");
+    snprintf(path, sizeof(path), "%s/devices/system/node/node2/cpulist", root);
+    write_file(path, "1\n");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "DPMALLOC_SYSFS_ROOT=%s /proc/%d/exe %s 2>&1", root, (int)getpid(), mode);
+    FILE *f = popen(cmd, "r");
+    size_t n = f != NULL ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    int st = f != NULL ? pclose(f) : -1;
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    if (system(cmd) != 0)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(sockets_of_offline_nodes_are_rejected)
+{
+    char out[4096];
+    int rc = run_on_tree("offline", "0,2\n", out, sizeof(out));
+    EXPECT(rc == 0, "child failed (%d):\n%s", rc, out);
+}
+
+TEST(an_online_file_without_nodes_means_one_node)
+{
+    const char *texts[] = {"\n", "none\n"};
+    for (int i = 0; i < 2; i++) {
+        char out[4096];
+        int rc = run_on_tree("nonode", texts[i], out, sizeof(out));
+        EXPECT(rc == 0, "online file \"%s\": child failed (%d):\n%s", texts[i], rc, out);
+        EXPECT(strstr(out, "mbind") == NULL, "node 0 must bind:\n%s", out);
+    }
+}
+
+/* A reserve made for a manual arena (the thread's, DPM_SOCKET_ID_ANY)
+ * goes with the arena's destroy: unmapped, out of stats.reserved. */
+TEST(destroying_a_manual_arena_releases_its_reserve)
+{
+    unsigned idx = 0, zero = 0, old = 0;
+    size_t sz = sizeof(idx);
+    EXPECT_EQ_I(dpm_ctl("arenas.create", &idx, &sz, NULL, 0), 0);
+    sz = sizeof(old);
+    EXPECT_EQ_I(dpm_ctl("thread.arena", &old, &sz, &idx, sizeof(idx)), 0);
+    uint64_t e = 1;
+    size_t esz = sizeof(e);
+    dpm_ctl("epoch", &e, &esz, &e, sizeof(e));
+    size_t before = ctl_z("stats.reserved");
+    EXPECT_EQ_I(dpm_reserve(8 << 20, DPM_SOCKET_ID_ANY, DPM_RESERVE_NO_HUGEPAGES), 0);
+    char *p = dpm_malloc(100000);   /* from the reserve */
+    EXPECT_NONNULL(p);
+    unsigned char vec = 0;
+    EXPECT_EQ_I(mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &vec), 0);
+    dpm_ctl("epoch", &e, &esz, &e, sizeof(e));
+    EXPECT_EQ_U(ctl_z("stats.reserved"), before + (8 << 20));
+    dpm_free(p);
+    EXPECT_EQ_I(dpm_ctl("thread.arena", NULL, NULL, &zero, sizeof(zero)), 0);
+    char name[64];
+    snprintf(name, sizeof(name), "arena.%u.destroy", idx);
+    EXPECT_EQ_I(dpm_ctl(name, NULL, NULL, NULL, 0), 0);
+    dpm_ctl("epoch", &e, &esz, &e, sizeof(e));
+    EXPECT_EQ_U(ctl_z("stats.reserved"), before);
+    errno = 0;   /* the reserve's pages are unmapped */
+    EXPECT(mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &vec) == -1 && errno == ENOMEM,
+           "the reserve is still mapped");
+    EXPECT_EQ_I(dpm_ctl("thread.arena", NULL, NULL, &old, sizeof(old)), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "faults") == 0)
         return faults_main(argc > 2);
+    if (argc > 1 && strcmp(argv[1], "offline") == 0) {
+        offline_topology();
+        return test_failures != 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "nonode") == 0) {
+        no_node_topology();
+        return test_failures != 0;
+    }
     if (argc > 1 && strcmp(argv[1], "fake") == 0) {
         fake_topology();
         return test_failures != 0;
@@ -355,5 +475,8 @@ int main(int argc, char **argv)
     RUN(reserve_shows_in_stats);
     RUN(reserve_with_hugepages_when_the_system_has_them);
     RUN(multi_node_arena_choice_on_a_fake_topology);
+    RUN(sockets_of_offline_nodes_are_rejected);
+    RUN(an_online_file_without_nodes_means_one_node);
+    RUN(destroying_a_manual_arena_releases_its_reserve);
     return test_done();
 }
