@@ -285,7 +285,28 @@ bool os_thread_sleeps_in_wait(int tid)
     return syscall_is_wait(nr, args[1]);
 }
 
-bool os_thread_blocked_signals(int tid, uint64_t *mask)
+/* The hex or decimal number after key in text; false if absent. */
+static bool status_field(const char *text, const char *key, int base, uint64_t *out)
+{
+    const char *q = strstr(text, key);
+    if (q == NULL)
+        return false;
+    q += strlen(key);
+    while (*q == ' ' || *q == '\t')
+        q++;
+    uint64_t v = 0;
+    int seen = 0;
+    for (;; q++, seen++) {
+        int d = *q >= '0' && *q <= '9' ? *q - '0' : base == 16 && *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+        if (d < 0)
+            break;
+        v = v * (uint64_t)base + (uint64_t)d;
+    }
+    *out = v;
+    return seen > 0;
+}
+
+bool os_thread_status(int tid, thread_status_t *st)
 {
     char path[48] = "/proc/self/task/";
     char *w = path + 16;
@@ -302,29 +323,18 @@ bool os_thread_blocked_signals(int tid, uint64_t *mask)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    char buf[2048];
+    char buf[4096];
     ssize_t got = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (got <= 0)
         return false;
     buf[got] = 0;
-    const char *q = strstr(buf, "\nSigBlk:");
-    if (q == NULL)
+    uint64_t vol, nonvol;
+    if (!status_field(buf, "\nSigBlk:", 16, &st->blocked_signals) ||
+        !status_field(buf, "\nvoluntary_ctxt_switches:", 10, &vol) ||
+        !status_field(buf, "\nnonvoluntary_ctxt_switches:", 10, &nonvol))
         return false;
-    q += 9;
-    while (*q == ' ' || *q == '\t')
-        q++;
-    uint64_t m = 0;
-    int digits_seen = 0;
-    for (;; q++, digits_seen++) {
-        int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
-        if (d < 0)
-            break;
-        m = m << 4 | (uint64_t)d;
-    }
-    if (digits_seen == 0)
-        return false;
-    *mask = m;
+    st->switches = vol + nonvol;
     return true;
 }
 

@@ -69,9 +69,15 @@ int os_thread_id(void);
  * /proc/self/task/<tid>/syscall shows. False when it runs, sleeps in any
  * other system call, or /proc cannot tell. */
 bool os_thread_sleeps_in_wait(int tid);
-/* The signals thread tid blocks (bit n-1 for signal n), from
- * /proc/self/task/<tid>/status; false if it cannot be read. */
-bool os_thread_blocked_signals(int tid, uint64_t *mask);
+/* What /proc/self/task/<tid>/status says of thread tid: the signals it
+ * blocks (bit n-1 for signal n) and its context switches so far (two
+ * readings with the same count saw one stretch of sleep or of running).
+ * False if it cannot be read. */
+typedef struct thread_status {
+    uint64_t blocked_signals;
+    uint64_t switches;   /* voluntary + involuntary */
+} thread_status_t;
+bool os_thread_status(int tid, thread_status_t *st);
 /* The signals the calling thread blocks, in the same form. */
 uint64_t os_blocked_signals_here(void);
 /* Transparent huge page hint for a range ("thp" option). */

@@ -680,9 +680,17 @@ static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     uint32_t depth = __atomic_load_n(tc->blocking, __ATOMIC_RELAXED);
     uint32_t seq = __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED);
-    uint64_t sigblk;
-    bool asleep = os_thread_sleeps_in_wait(tc->tid) && os_thread_blocked_signals(tc->tid, &sigblk) &&
-                  sigblk == __atomic_load_n(&tc->sigmask, __ATOMIC_RELAXED);
+    /* One sleep, seen five times: asleep in the wait at two looks at its
+     * system call, with no context switch between the first and the last
+     * status (a thread that woke in between would have switched out to
+     * sleep again), so the mask read between the two looks is the sleep's.
+     * A status file is not one snapshot (its mask is read before its
+     * switch counts), hence the reads around the looks. */
+    thread_status_t first, middle, last;
+    bool asleep = os_thread_status(tc->tid, &first) && os_thread_sleeps_in_wait(tc->tid) &&
+                  os_thread_status(tc->tid, &middle) && os_thread_sleeps_in_wait(tc->tid) &&
+                  os_thread_status(tc->tid, &last) && first.switches == last.switches &&
+                  middle.blocked_signals == __atomic_load_n(&tc->sigmask, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!asleep || depth != 0 || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0 ||
         __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED) != seq)
