@@ -8,6 +8,7 @@
 #include "error.h"
 #include "mutex.h"
 #include "os.h"
+#include "annotate.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -274,17 +275,24 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
 
 __thread uint32_t ph_source_calls_here;
 
-/* The source's calls, counted in ph_source_calls_here while they run. */
+/* The source's calls, counted in ph_source_calls_here while they run.
+ * Memory crossing between dpmalloc and the source carries no poison of
+ * dpmalloc's (ASan build: freed blocks are poisoned, src/annotate.h):
+ * the source may write to what it gets back, and a range it hands out
+ * again may hold what dpmalloc once poisoned. */
 static void *source_alloc(const page_source_t *src, size_t size, bool *zeroed)
 {
     ph_source_calls_here++;
     void *mem = src->alloc(src->ctx, size, SEG_UNIT, zeroed);
     ph_source_calls_here--;
+    if (mem != NULL)
+        DPM_ANN_UNMAP(mem, size);
     return mem;
 }
 
 static void source_free(const page_source_t *src, void *addr, size_t size)
 {
+    DPM_ANN_UNMAP(addr, size);
     ph_source_calls_here++;
     src->free(src->ctx, addr, size);
     ph_source_calls_here--;
@@ -292,6 +300,7 @@ static void source_free(const page_source_t *src, void *addr, size_t size)
 
 static bool source_purge(const page_source_t *src, void *addr, size_t size)
 {
+    DPM_ANN_UNMAP(addr, size);
     ph_source_calls_here++;
     bool zeroed = src->purge(src->ctx, addr, size);
     ph_source_calls_here--;
