@@ -490,7 +490,11 @@ int write_markdown(const struct run *run, const char *path, const char *plot_dir
                "`bench/results/<time>-<mode>/` (CSV, JSON, Markdown, PNG, gnuplot scripts). "
                "What stays resident (the `memory` workload) and real programs under the "
                "preload (`make bench-real`) are discussed in "
-               "[benchmarks-memory.md](benchmarks-memory.md).\n");
+               "[benchmarks-memory.md](benchmarks-memory.md). Seed 000's tables (DPDK "
+               "`rte_malloc`, dpmalloc's `rte_` layer and dpmalloc side by side) and seed 001's "
+               "counters with per-core variables: [benchmarks-seed.md](benchmarks-seed.md) "
+               "(`dpmbench --quick --workloads seed,seed-threads,counters --docs "
+               "docs/benchmarks-seed.md`).\n");
     fprintf(f, "\n## Summary\n\n");
     summary_table(f, &st, run);
     if (plot_dir)
