@@ -237,11 +237,11 @@ static bool syscall_is_wait(long nr, unsigned long arg1)
     return false;
 }
 
-/* Reads "nr arg0 arg1 ..." (nr in decimal, the arguments in hex); a
- * running thread shows "running", one stopped outside a system call "-1". */
-bool os_thread_sleeps_in_wait(int tid)
+/* The start of /proc/self/task/<tid><file>, NUL-terminated, read with
+ * no allocation; false if it cannot be read. */
+static bool read_task_file(int tid, const char *file, char *buf, size_t size)
 {
-    char path[48] = "/proc/self/task/";
+    char path[64] = "/proc/self/task/";
     char *w = path + 16;
     char digits[12];
     int n = 0;
@@ -252,16 +252,28 @@ bool os_thread_sleeps_in_wait(int tid)
     } while (v != 0 && n < (int)sizeof(digits));
     while (n > 0)
         *w++ = digits[--n];
-    memcpy(w, "/syscall", sizeof("/syscall"));
+    size_t len = strlen(file);
+    if (len >= sizeof(path) - (size_t)(w - path))
+        return false;
+    memcpy(w, file, len + 1);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    char buf[256];
-    ssize_t got = read(fd, buf, sizeof(buf) - 1);
+    ssize_t got = read(fd, buf, size - 1);
     close(fd);
     if (got <= 0)
         return false;
     buf[got] = 0;
+    return true;
+}
+
+/* Reads "nr arg0 arg1 ..." (nr in decimal, the arguments in hex); a
+ * running thread shows "running", one stopped outside a system call "-1". */
+bool os_thread_sleeps_in_wait(int tid)
+{
+    char buf[256];
+    if (!read_task_file(tid, "/syscall", buf, sizeof(buf)))
+        return false;
     char *q = buf;
     if (*q < '0' || *q > '9')
         return false;
@@ -308,27 +320,9 @@ static bool status_field(const char *text, const char *key, int base, uint64_t *
 
 bool os_thread_status(int tid, thread_status_t *st)
 {
-    char path[48] = "/proc/self/task/";
-    char *w = path + 16;
-    char digits[12];
-    int n = 0;
-    unsigned v = (unsigned)tid;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0 && n < (int)sizeof(digits));
-    while (n > 0)
-        *w++ = digits[--n];
-    memcpy(w, "/status", sizeof("/status"));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
     char buf[4096];
-    ssize_t got = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (got <= 0)
+    if (!read_task_file(tid, "/status", buf, sizeof(buf)))
         return false;
-    buf[got] = 0;
     uint64_t vol, nonvol;
     if (!status_field(buf, "\nSigBlk:", 16, &st->blocked_signals) ||
         !status_field(buf, "\nvoluntary_ctxt_switches:", 10, &vol) ||
