@@ -660,6 +660,17 @@ DPM_EXPORT void *dpm_calloc_typed(const char *type, size_t n, size_t size, size_
     return typed_alloc(type, total, align, true);
 }
 
+void *realloc_move(void *p, size_t old, void *q, size_t size, const char *call)
+{
+    if (q == NULL)
+        return NULL;
+    DPM_ANN_COPY_FROM(p, old);
+    memcpy(q, p, old < size ? old : size);
+    DPM_ANN_FREE(p);
+    free_fast(p, call);
+    return q;
+}
+
 DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_t align)
 {
     if (p == NULL)
@@ -670,14 +681,7 @@ DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_
         return NULL;
     }
     size_t old = span_usable(checked_span(p, "dpm_realloc_typed"));
-    void *q = typed_alloc(type, size, align, false);
-    if (q == NULL)
-        return NULL;
-    DPM_ANN_COPY_FROM(p, old);
-    memcpy(q, p, old < size ? old : size);
-    DPM_ANN_FREE(p);
-    free_fast(p, "dpm_realloc_typed");
-    return q;
+    return realloc_move(p, old, typed_alloc(type, size, align, false), size, "dpm_realloc_typed");
 }
 
 DPM_EXPORT void *dpm_malloc_arena(unsigned arena, size_t size, size_t align)
@@ -771,14 +775,7 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
         DPM_ANN_REALLOC_DONE(p, p, size);
         return p;
     }
-    void *q = socket_alloc(size, align, socket, false);
-    if (q == NULL)
-        return NULL;
-    DPM_ANN_COPY_FROM(p, old);
-    memcpy(q, p, old < size ? old : size);
-    DPM_ANN_FREE(p);
-    free_fast(p, "dpm_realloc_socket");
-    return q;
+    return realloc_move(p, old, socket_alloc(size, align, socket, false), size, "dpm_realloc_socket");
 }
 
 DPM_EXPORT int dpm_reserve(size_t bytes, int socket, unsigned flags)

@@ -35,6 +35,11 @@ void *realloc_impl(void *p, size_t size, const char *call);
 /* (p + offset) % align == 0; align a power of two (checked by callers). */
 void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero);
 size_t usable_size_impl(const void *p, const char *call);
+/* The moving half of a realloc that does not keep p: q (the caller's new
+ * block, or NULL for a failed allocation, which leaves p alone) gets the
+ * first min(old, size) bytes of p, whose usable size is old, and p is
+ * freed naming call. Returns q. */
+void *realloc_move(void *p, size_t old, void *q, size_t size, const char *call);
 /* free with a size promise; secure mode checks it against the block. */
 void free_sized_impl(void *p, size_t size, const char *call);
 /* A block of arena a (NULL: the calling thread's), tagged type (0: none),

@@ -322,15 +322,7 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
      * which grows page runs in place. */
     if (h.arena == NULL && type == 0 && heap_has_arena(&h, s->arena))
         return dpm_realloc_aligned(ptr, size, al);
-    void *q = heap_alloc(&h, type, size, al, false);
-    if (q == NULL)
-        return NULL;
-    size_t old = block_usable(s);
-    DPM_ANN_COPY_FROM(ptr, old);
-    memcpy(q, ptr, old < size ? old : size);
-    DPM_ANN_FREE(ptr);
-    free_fast(ptr, "dpm_rte_realloc");
-    return q;
+    return realloc_move(ptr, block_usable(s), heap_alloc(&h, type, size, al, false), size, "dpm_rte_realloc");
 }
 
 DPM_EXPORT void *dpm_rte_realloc(void *ptr, size_t size, unsigned int align)
