@@ -102,6 +102,16 @@ extern const struct workload workloads[];
 extern const int workload_count;
 
 int run_frag(struct bench_ctx *ctx);
+struct samples;
+/* One case of seed 000's single-thread loops (single.c; seed.c lays them
+ * out as the report's table): bulk (n allocs timed together, then n frees),
+ * no-bulk (alloc, fill, 5 us wait, free; ns per alloc+free), realloc
+ * (alloc s, realloc 2s, realloc 4s, free; ns per iteration). Contents and
+ * alignment are checked outside the timed spans. */
+void bulk_one(const struct backend *be, size_t size, size_t align, int n, void **blocks,
+              struct samples *alloc_ns, struct samples *free_ns);
+double nobulk_one(const struct backend *be, size_t size, size_t align, int n);
+double realloc_one(const struct backend *be, size_t size, size_t align, int n);
 int run_bulk(struct bench_ctx *ctx);
 int run_nobulk(struct bench_ctx *ctx);
 int run_realloc(struct bench_ctx *ctx);

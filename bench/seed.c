@@ -2,8 +2,9 @@
  * seed.c - seed 000's two tables, laid out as the report laid them out, for
  * DPDK rte_malloc, dpmalloc's rte_ layer (dpm-rte) and dpmalloc native:
  *   seed          single thread, per size (64 B ... 512 KiB, the report's
- *                 list) and alignment (64, 4096): bulk (1000 allocs with a
- *                 memset each, then 1000 frees: ns per alloc, per free),
+ *                 list) and alignment (64, 4096), with single.c's loops:
+ *                 bulk (1000 allocs, a memset each outside the timing, then
+ *                 1000 frees: ns per alloc, per free),
  *                 no-bulk (alloc, memset, 5 us wait, free: ns per
  *                 alloc+free), realloc (alloc s, realloc 2s, realloc 4s,
  *                 free, memset after each: ns per iteration);
@@ -27,75 +28,6 @@ enum { BULK_ALLOC, BULK_FREE, NOBULK, REALLOC, NMETRICS };
 static const char *const metric_names[NMETRICS] = {"bulk alloc", "bulk free", "no-bulk", "realloc"};
 static const char *const metric_units[NMETRICS] = {"ns/call", "ns/call", "ns/iter", "ns/iter"};
 
-static void bulk(const struct backend *be, size_t size, size_t align, int n, void **blocks,
-                 struct samples *out)
-{
-    uint64_t spent = 0;
-    for (int i = 0; i < n; i++) {
-        uint64_t t0 = ticks();
-        blocks[i] = be->alloc_aligned(size, align);
-        spent += ticks_between(t0, ticks());
-        must_alloc(blocks[i], size, align, 0);
-        fill_block(blocks[i], size, (uint64_t)i);
-    }
-    for (int i = 0; i < n; i++)
-        check_fill(blocks[i], size, (uint64_t)i, "seed bulk");
-    uint64_t t2 = ticks();
-    for (int i = 0; i < n; i++)
-        be->free(blocks[i]);
-    uint64_t t3 = ticks();
-    samples_add(&out[BULK_ALLOC], ticks_to_ns(spent) / n);
-    samples_add(&out[BULK_FREE], ticks_to_ns(t3 - t2) / n);
-}
-
-static void nobulk(const struct backend *be, size_t size, size_t align, int n, struct samples *out)
-{
-    uint64_t delay = ns_to_ticks(5000), spent = 0;
-    for (int i = 0; i < n; i++) {
-        uint64_t t0 = ticks();
-        void *p = be->alloc_aligned(size, align);
-        uint64_t t1 = ticks();
-        must_alloc(p, size, align, 0);
-        fill_block(p, size, (uint64_t)i);
-        busy_wait_ticks(delay);
-        check_fill(p, size, (uint64_t)i, "seed no-bulk");
-        uint64_t t2 = ticks();
-        be->free(p);
-        spent += ticks_between(t0, t1) + ticks_between(t2, ticks());
-    }
-    samples_add(&out[NOBULK], ticks_to_ns(spent) / n);
-}
-
-static void *timed_realloc(const struct backend *be, void *p, size_t have, size_t want, size_t align,
-                           uint64_t seed, uint64_t *spent)
-{
-    uint64_t t0 = ticks();
-    void *q = be->realloc_aligned(p, want, align);
-    *spent += ticks_between(t0, ticks());
-    must_alloc(q, want, align, 0);
-    check_fill(q, have, seed, "seed realloc (contents not kept)");
-    fill_block(q, want, seed + 1);
-    return q;
-}
-
-static void reallocs(const struct backend *be, size_t size, size_t align, int n, struct samples *out)
-{
-    uint64_t spent = 0;
-    for (int i = 0; i < n; i++) {
-        uint64_t seed = (uint64_t)i * 4, t0 = ticks();
-        void *p = be->alloc_aligned(size, align);
-        spent += ticks_between(t0, ticks());
-        must_alloc(p, size, align, 0);
-        fill_block(p, size, seed);
-        p = timed_realloc(be, p, size, 2 * size, align, seed, &spent);
-        p = timed_realloc(be, p, 2 * size, 4 * size, align, seed + 1, &spent);
-        uint64_t t2 = ticks();
-        be->free(p);
-        spent += ticks_between(t2, ticks());
-    }
-    samples_add(&out[REALLOC], ticks_to_ns(spent) / n);
-}
-
 int run_seed_single(struct bench_ctx *ctx)
 {
     int n_bulk = scaled(ctx, 1000, 1000, 20), n_nobulk = scaled(ctx, 10000, 1000, 20);
@@ -109,9 +41,10 @@ int run_seed_single(struct bench_ctx *ctx)
     while (another_round(ctx)) {
         for (size_t a = 0; a < COUNT(aligns); a++)
             for (size_t z = 0; z < COUNT(sizes); z++) {
-                bulk(ctx->be, sizes[z], aligns[a], n_bulk, blocks, s[a][z]);
-                nobulk(ctx->be, sizes[z], aligns[a], n_nobulk, s[a][z]);
-                reallocs(ctx->be, sizes[z], aligns[a], n_realloc, s[a][z]);
+                bulk_one(ctx->be, sizes[z], aligns[a], n_bulk, blocks, &s[a][z][BULK_ALLOC],
+                         &s[a][z][BULK_FREE]);
+                samples_add(&s[a][z][NOBULK], nobulk_one(ctx->be, sizes[z], aligns[a], n_nobulk));
+                samples_add(&s[a][z][REALLOC], realloc_one(ctx->be, sizes[z], aligns[a], n_realloc));
             }
     }
     for (size_t a = 0; a < COUNT(aligns); a++)

@@ -89,10 +89,9 @@ int run_frag(struct bench_ctx *ctx)
 
 /* ---- bulk ------------------------------------------------------------------ */
 
-static void bulk_one(struct bench_ctx *ctx, size_t size, size_t align, int n, void **blocks,
-                     struct samples *alloc_ns, struct samples *free_ns)
+void bulk_one(const struct backend *be, size_t size, size_t align, int n, void **blocks,
+              struct samples *alloc_ns, struct samples *free_ns)
 {
-    const struct backend *be = ctx->be;
     uint64_t t0 = ticks();
     for (int i = 0; i < n; i++)
         blocks[i] = be->alloc_aligned(size, align);
@@ -133,7 +132,7 @@ int run_bulk(struct bench_ctx *ctx)
     while (another_round(ctx)) {
         for (size_t al = 0; al < COUNT(seed_aligns); al++)
             for (size_t s = 0; s < COUNT(seed_sizes); s++)
-                bulk_one(ctx, seed_sizes[s], seed_aligns[al], bulk_count(ctx, seed_sizes[s]),
+                bulk_one(ctx->be, seed_sizes[s], seed_aligns[al], bulk_count(ctx, seed_sizes[s]),
                          blocks, &a[al][s], &f[al][s]);
     }
     for (size_t al = 0; al < COUNT(seed_aligns); al++)
@@ -149,9 +148,8 @@ int run_bulk(struct bench_ctx *ctx)
 
 /* ---- nobulk ---------------------------------------------------------------- */
 
-static double nobulk_one(struct bench_ctx *ctx, size_t size, size_t align, int n)
+double nobulk_one(const struct backend *be, size_t size, size_t align, int n)
 {
-    const struct backend *be = ctx->be;
     uint64_t delay = ns_to_ticks(5000), spent = 0;
     for (int i = 0; i < n; i++) {
         uint64_t t0 = ticks();
@@ -178,7 +176,7 @@ int run_nobulk(struct bench_ctx *ctx)
     while (another_round(ctx)) {
         for (size_t al = 0; al < COUNT(seed_aligns); al++)
             for (size_t z = 0; z < COUNT(seed_sizes); z++) {
-                samples_add(&s[al][z], nobulk_one(ctx, seed_sizes[z], seed_aligns[al], n));
+                samples_add(&s[al][z], nobulk_one(ctx->be, seed_sizes[z], seed_aligns[al], n));
             }
     }
     for (size_t al = 0; al < COUNT(seed_aligns); al++)
@@ -206,9 +204,8 @@ static void *grow_and_refill(const struct backend *be, void *p, size_t have, siz
     return q;
 }
 
-static double realloc_one(struct bench_ctx *ctx, size_t size, size_t align, int n)
+double realloc_one(const struct backend *be, size_t size, size_t align, int n)
 {
-    const struct backend *be = ctx->be;
     uint64_t spent = 0;
     for (int i = 0; i < n; i++) {
         uint64_t seed = (uint64_t)i * 4;
@@ -252,7 +249,7 @@ int run_realloc(struct bench_ctx *ctx)
             for (size_t z = 0; z < COUNT(seed_sizes); z++) {
                 size_t size = seed_sizes[z];
                 samples_add(&s[al][z],
-                            realloc_one(ctx, size, seed_aligns[al], realloc_iterations(ctx, size)));
+                            realloc_one(ctx->be, size, seed_aligns[al], realloc_iterations(ctx, size)));
             }
     }
     for (size_t al = 0; al < COUNT(seed_aligns); al++)
