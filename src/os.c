@@ -69,7 +69,10 @@ void *os_map_huge_sized(size_t size, size_t align, unsigned lg_hugepage)
     int page_flag = (int)lg_hugepage << MAP_HUGE_SHIFT;
     if (size == 0 || (size & (((size_t)1 << lg_hugepage) - 1)) != 0)
         return NULL;
-    /* Reserve aligned address space, then put huge pages over it. */
+    /* Reserve aligned address space, then put huge pages over it: a
+     * hugetlb mapping must start on a boundary of its page size. */
+    if (align < ((size_t)1 << lg_hugepage))
+        align = (size_t)1 << lg_hugepage;
     void *at = os_map_aligned(size, align);
     if (at == NULL)
         return NULL;

@@ -175,8 +175,8 @@ static size_t segment_growth_size(const page_heap_t *ph)
     return SEG_UNIT << n;
 }
 
-/* hugepages:true: segments from the system's huge page pool; when it is
- * empty, one warning and ordinary pages from then on. */
+/* hugepages:true: segments from the system's huge page pool; a segment
+ * the pool cannot supply comes from ordinary pages (one warning). */
 static segment_t *map_huge_segment(size_t size, unsigned lg_hugepage)
 {
     static bool warned;
