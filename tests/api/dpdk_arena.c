@@ -1,8 +1,11 @@
 /*
  * dpdk_arena.c - libdpmalloc_dpdk under a real EAL (--no-huge --no-pci
- * --no-shconf, a file prefix of its own so parallel runs do not collide): blocks of a DPDK-sourced
+ * --no-shconf, a file prefix of its own so parallel runs do not collide;
+ * with argument "huge": --in-memory on huge pages with IOVA as
+ * physical addresses, as a NIC would see them): blocks of a DPDK-sourced
  * arena, small and large, are DPDK memory (rte_mem_virt2memseg finds them,
- * rte_mem_virt2iova gives a valid IO address); a thread bound to the arena
+ * rte_mem_virt2iova gives a valid IO address, the physical one in
+ * IOVA-as-PA mode); a thread bound to the arena
  * allocates through its thread cache; the rte_malloc layer's heaps come
  * from DPDK memory once enabled; destroying an arena frees its memzones.
  * Exits 77 (skipped) when the EAL cannot start here.
@@ -17,10 +20,26 @@
 #include <dpmalloc/dpdk.h>
 #include <dpmalloc/rte_compat.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
 
+/* Page size of the EAL's memory: normal pages with --no-huge; with "huge"
+ * 0, meaning any huge page size (2 MiB or 1 GiB, whichever the EAL took). */
+static uint64_t want_page_sz;
+static bool iova_is_pa;
+
+/* p is in a memseg of the EAL's page size, with a valid IO address; in
+ * IOVA-as-PA mode that address is p's physical address (the kernel's
+ * page map, read by rte_mem_virt2phy). */
 static int is_dpdk_memory(const void *p)
 {
-    return rte_mem_virt2memseg(p, NULL) != NULL && rte_mem_virt2iova(p) != RTE_BAD_IOVA;
+    const struct rte_memseg *ms = rte_mem_virt2memseg(p, NULL);
+    rte_iova_t iova = rte_mem_virt2iova(p);
+    if (ms == NULL || iova == RTE_BAD_IOVA || (want_page_sz != 0 ? ms->hugepage_sz != want_page_sz
+                                                                  : ms->hugepage_sz < ((uint64_t)2 << 20)))
+        return 0;
+    return !iova_is_pa || iova == rte_mem_virt2phy(p);
 }
 
 static void count_zone(const struct rte_memzone *mz, void *arg)
@@ -136,17 +155,26 @@ TEST(rte_layer_on_dpdk_memory)
     dpm_rte_free(q);
 }
 
-int main(void)
+int main(int argc, char **argv_in)
 {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "dpmtest%d", (int)getpid());
-    char *argv[] = {"test_dpdk_arena", "--no-huge", "--no-pci", "-m", "512", "--no-shconf",
-                    "--file-prefix", prefix, "--no-telemetry", "--iova-mode=va", "-l", "0",
-                    "--log-level=error", NULL};
-    if (rte_eal_init((int)(sizeof argv / sizeof *argv) - 1, argv) < 0) {
+    bool huge = argc > 1 && strcmp(argv_in[1], "huge") == 0;
+    char *argv_plain[] = {"test_dpdk_arena", "--no-huge", "--no-pci", "-m", "512", "--no-shconf",
+                          "--file-prefix", prefix, "--no-telemetry", "--iova-mode=va", "-l", "0",
+                          "--log-level=error", NULL};
+    char *argv_huge[] = {"test_dpdk_arena", "--in-memory", "--no-pci", "-m", "64", "--file-prefix", prefix,
+                         "--no-telemetry", "--iova-mode=pa", "-l", "0", "--log-level=error", NULL};
+    char **argv = huge ? argv_huge : argv_plain;
+    int nargs = huge ? (int)(sizeof argv_huge / sizeof *argv_huge) - 1 : (int)(sizeof argv_plain / sizeof *argv_plain) - 1;
+    if (rte_eal_init(nargs, argv) < 0) {
         fprintf(stderr, "SKIP: rte_eal_init failed here (DPDK EAL cannot start)\n");
         return 77;
     }
+    want_page_sz = huge ? 0 : (uint64_t)sysconf(_SC_PAGESIZE);
+    iova_is_pa = rte_eal_iova_mode() == RTE_IOVA_PA;
+    printf("  EAL on %s pages, IOVA as %s\n", huge ? "huge" : "normal", iova_is_pa ? "PA" : "VA");
+    EXPECT(!huge || iova_is_pa, "huge-page EAL not in IOVA-as-PA mode");
     RUN(blocks_are_dpdk_memory);
     RUN(bound_thread_cache);
     RUN(rte_layer_on_dpdk_memory);

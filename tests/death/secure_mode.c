@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -155,7 +156,12 @@ static void allocate_some(void)
 
 static void test_hugepages(void)
 {
-    FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r");
+    /* the pool of the page size DPMALLOC_CONF asks for */
+    const char *conf = getenv("DPMALLOC_CONF");
+    FILE *f = fopen(conf != NULL && strstr(conf, "1g") != NULL
+                        ? "/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages"
+                        : "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+                    "r");
     long n = 0;
     if (f != NULL) {
         if (fscanf(f, "%ld", &n) != 1)
