@@ -293,11 +293,22 @@ static void test_real_hugetlb(void)
         memset((void *)p->start, 0xcd, span_bytes(p));
         memset((void *)q->start, 0xef, span_bytes(q));
         uintptr_t pstart = p->start;
+        size_t pool = huge_pages_free();
         ph_free(hp, p, 1);
         uint64_t calls = hp->npurge_calls;
         ph_decay(hp, 2000000000, 0, 0);
         EXPECT_TRUE(((unsigned char *)q->start)[0] == 0xef, "live data next to a purged hugetlb run lost");
         ph_decay(hp, 13000000000u, 0, 0);
+        /* q sits in the segment's first huge page; the free run from q to
+         * the segment's end holds whole huge pages: decay purged them in
+         * one call, and they went back to the system's pool */
+        EXPECT_EQ_U(hp->npurge_calls, calls + 1);
+        EXPECT_TRUE(huge_pages_free() >= pool + 1, "pool had %zu free, now %zu", pool, huge_pages_free());
+        EXPECT_TRUE(((unsigned char *)q->start)[0] == 0xef, "live data next to a purged hugetlb run lost");
+        /* what is left of the run (edges inside q's huge page) stays
+         * retained: no later decay tries it again */
+        calls = hp->npurge_calls;
+        ph_decay(hp, 30000000000u, 0, 0);
         EXPECT_EQ_U(hp->npurge_calls, calls);
         r.npages = 16;
         span_t *z = ph_alloc(hp, &r, &zeroed);
