@@ -114,7 +114,7 @@ static void ensure_exit_hook(void)
 }
 
 /* nthreads counts the threads whose allocations go to an arena (assigned
- * round-robin or bound with thread.arena), cached or not. A thread leaves
+ * at its first allocation or bound with thread.arena), cached or not. A thread leaves
  * its arena only once its cache holds none of the arena's blocks: a
  * manual arena can be reset or destroyed as soon as its count allows. */
 static void leave_thread_arena(void)
@@ -135,12 +135,17 @@ arena_t *thread_arena(void)
     /* numa:true: the arena of the node the thread runs on now, chosen
      * once (a thread that migrates keeps it; thread.arena rebinds) */
     a = opt.numa ? numa_thread_arena() : NULL;
-    if (a == NULL)
-        a = arena_choose();
+    bool counted = false;
+    if (a == NULL) {
+        /* past the exit hook nothing would uncount the thread */
+        a = arena_choose(tls_state != THREAD_EXITING);
+        counted = true;
+    }
     if (tls_state == THREAD_EXITING || a == NULL)
-        return a;   /* past the exit hook: nothing would uncount it */
+        return a;
     /* automatic and node arenas are never destroyed: no need for arena_bind_thread */
-    __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    if (!counted)
+        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
     tls_arena = a;
     ensure_exit_hook();
     return a;
