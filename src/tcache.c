@@ -97,6 +97,9 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
     tc->samples = (slow_samples_t){0};
+    /* no thread's /proc view matches it: reclaimers leave the cache alone
+     * until its owner records its mask (attach) */
+    __atomic_store_n(&tc->sigmask, UINT64_MAX, __ATOMIC_RELAXED);
     tc->leaf_key = TC_NO_LEAF;
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
@@ -172,7 +175,6 @@ bool tcache_create_for_thread(void)
     tc->tls_slot = &tls_tcache;
     tc->blocking = &mutex_blocking_here;
     tc->blocking_seq = &mutex_blocking_seq;
-    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
     tc->tid = os_thread_id();
     tc->idle_sig = 0;
     tc->idle_since_ns = 0;
