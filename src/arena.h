@@ -54,7 +54,8 @@ typedef struct arena {
     bool manual;                   /* made by arenas.create: may be reset/destroyed */
     bool destroyed;                /* slot free for the next arenas.create; written
                                     * under arenas_lock, read atomically */
-    /* Threads whose allocations go here (tls_arena). For a manual arena it
+    /* Threads whose allocations go here (tls_arena); arena_choose picks
+     * the automatic arena with the fewest. For a manual arena it
      * is raised only under arenas_lock (arena_bind_thread), and lowered
      * with release order after the thread's cache gave back the arena's
      * blocks: reset and destroy read it under arenas_lock. */
