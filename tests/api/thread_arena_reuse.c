@@ -16,7 +16,8 @@
  * - every later round uses the same two arenas as the first;
  * - from the second round on, the calls of a thread fault at most N/4
  *   pages (a never-touched arena faults every block's page inside the
- *   call that hands it out: about N).
+ *   call that hands it out: about N). Not under the thread sanitizer,
+ *   whose shadow memory adds faults of its own.
  */
 #include "test.h"
 
@@ -26,11 +27,7 @@
 
 #define ROUNDS 4
 #define NTHREADS 2
-#if TEST_SANITIZED
-#define NBLOCKS 128
-#else
 #define NBLOCKS 256
-#endif
 #define BLOCK 4096
 
 struct worker {
@@ -115,7 +112,8 @@ TEST(new_threads_reuse_the_arenas_of_exited_ones)
             EXPECT_EQ_I(w[i].failed, 0);
             EXPECT(has_arena(first, w[i].arena), "round %d: thread %d went to arena %u, not to %u or %u", r, i,
                    w[i].arena, first[0].arena, first[1].arena);
-            EXPECT(w[i].faults <= NBLOCKS / 4,
+            /* the thread sanitizer's shadow of the arena faults in on its own schedule */
+            EXPECT(TEST_TSAN || w[i].faults <= NBLOCKS / 4,
                    "round %d: thread %d faulted %ld pages inside %d calls of dpm_malloc_aligned(%d, %d)", r, i,
                    w[i].faults, NBLOCKS, BLOCK, BLOCK);
         }
