@@ -1,5 +1,5 @@
 /*
- * arena.c - arenas (see arena.h): creation and round-robin choice, phased
+ * arena.c - arenas (see arena.h): creation and least-loaded choice, phased
  * bins, slabs for bin fills and from bin flushes, large blocks, and the
  * decay clock.
  */
@@ -17,7 +17,6 @@ arena_t *arenas[MAX_ARENAS];
 unsigned narenas_total;
 unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
-static unsigned next_arena;
 
 /* bin_tags[manual][c]; only meaningful once bin_tags_set. */
 static uint8_t bin_tags[2][NSMALL];
@@ -130,11 +129,49 @@ arena_t *arena_get(unsigned index)
     return a;
 }
 
-arena_t *arena_choose(void)
+/* The automatic arena with the fewest threads, and among equals the
+ * lowest index; an arena not created yet only while every created one has
+ * threads. So a thread that starts after others exited takes over an arena
+ * they left, whose slabs and free pages are resident, instead of an arena
+ * that was never touched, where every fresh page it is handed would first
+ * fault inside an allocation call (docs/design.md, "Arena choice"). No
+ * lock: the count is raised by compare-and-swap from the value the scan
+ * saw, so threads starting together see each other and spread; after a
+ * few lost races the thread joins its last pick anyway. */
+arena_t *arena_choose(bool bind)
 {
-    unsigned i = __atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);
-    arena_t *a = arena_get(i);
-    return a != NULL ? a : arena_get(0);
+    for (int attempt = 0;; attempt++) {
+        unsigned n = __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED), hole = n;
+        arena_t *best = NULL;
+        uint32_t load = UINT32_MAX;
+        for (unsigned i = 0; i < n && load != 0; i++) {
+            arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+            uint32_t t = a != NULL ? __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) : UINT32_MAX;
+            if (a == NULL && hole == n)
+                hole = i;
+            else if (a != NULL && t < load) {
+                best = a;
+                load = t;
+            }
+        }
+        if (load != 0 && hole < n) {
+            arena_t *a = arena_get(hole);   /* NULL on OOM or in fork's prepare window */
+            if (a != NULL) {
+                best = a;
+                load = __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED);
+            }
+        }
+        if (best == NULL)
+            best = arena_get(0);
+        if (best == NULL || !bind)
+            return best;
+        if (attempt >= 3) {
+            __atomic_fetch_add(&best->nthreads, 1, __ATOMIC_RELAXED);
+            return best;
+        }
+        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return best;
+    }
 }
 
 bool arena_set_auto_count(unsigned n)

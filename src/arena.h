@@ -1,8 +1,9 @@
 /*
  * arena.h - an arena: a page heap, one bin per small class, a table of
  * phased and typed bins, large-block bookkeeping and decay. Threads are spread over
- * arenas round-robin (narenas, default 4 per CPU) so that threads rarely
- * share locks.
+ * arenas (narenas, default 4 per CPU), each new one to the arena with the
+ * fewest threads, so that live threads rarely share locks and new threads
+ * reuse the arenas of exited ones.
  *
  * Owns: the arena table, large blocks, decay ticks, and the slabs' trips
  * between page heap and bins (bin fills and flushes). May call: bin,
@@ -53,7 +54,8 @@ typedef struct arena {
     bool manual;                   /* made by arenas.create: may be reset/destroyed */
     bool destroyed;                /* slot free for the next arenas.create; written
                                     * under arenas_lock, read atomically */
-    /* Threads whose allocations go here (tls_arena). For a manual arena it
+    /* Threads whose allocations go here (tls_arena); arena_choose picks
+     * the automatic arena with the fewest. For a manual arena it
      * is raised only under arenas_lock (arena_bind_thread), and lowered
      * with release order after the thread's cache gave back the arena's
      * blocks: reset and destroy read it under arenas_lock. */
@@ -88,7 +90,7 @@ typedef struct arena {
 
 extern arena_t *arenas[MAX_ARENAS];
 extern unsigned narenas_total;   /* arenas created so far */
-extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
+extern unsigned narenas_auto;    /* arenas threads are assigned to (arena_choose) */
 
 /* The tcache_class (page-map tag, span.h) that the blocks of each small
  * class carry in automatic and in manual arenas, told once at init by the
@@ -97,8 +99,10 @@ extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
 void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL]);
 /* The arena with this index, created on first use; NULL on OOM. */
 arena_t *arena_get(unsigned index);
-/* The next arena in round-robin order. */
-arena_t *arena_choose(void);
+/* The automatic arena for a new thread: the one with the fewest threads
+ * (lowest index among equals; a new arena only while all have threads).
+ * bind: counts the thread in its nthreads. NULL on OOM. */
+arena_t *arena_choose(bool bind);
 /* Sets the number of automatic arenas (mallopt M_ARENA_MAX) while only
  * arena 0 exists: every thread so far chose it, so none is stranded in an
  * arena past the new count. False once other arenas exist, or for 0.

@@ -97,6 +97,9 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
     }
     tc->samples = (slow_samples_t){0};
+    /* no thread's /proc view matches it: reclaimers leave the cache alone
+     * until its owner records its mask (attach) */
+    __atomic_store_n(&tc->sigmask, UINT64_MAX, __ATOMIC_RELAXED);
     tc->leaf_key = TC_NO_LEAF;
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
@@ -114,7 +117,7 @@ static void ensure_exit_hook(void)
 }
 
 /* nthreads counts the threads whose allocations go to an arena (assigned
- * round-robin or bound with thread.arena), cached or not. A thread leaves
+ * at its first allocation or bound with thread.arena), cached or not. A thread leaves
  * its arena only once its cache holds none of the arena's blocks: a
  * manual arena can be reset or destroyed as soon as its count allows. */
 static void leave_thread_arena(void)
@@ -135,12 +138,17 @@ arena_t *thread_arena(void)
     /* numa:true: the arena of the node the thread runs on now, chosen
      * once (a thread that migrates keeps it; thread.arena rebinds) */
     a = opt.numa ? numa_thread_arena() : NULL;
-    if (a == NULL)
-        a = arena_choose();
+    bool counted = false;
+    if (a == NULL) {
+        /* past the exit hook nothing would uncount the thread */
+        a = arena_choose(tls_state != THREAD_EXITING);
+        counted = true;
+    }
     if (tls_state == THREAD_EXITING || a == NULL)
-        return a;   /* past the exit hook: nothing would uncount it */
+        return a;
     /* automatic and node arenas are never destroyed: no need for arena_bind_thread */
-    __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
+    if (!counted)
+        __atomic_fetch_add(&a->nthreads, 1, __ATOMIC_RELAXED);
     tls_arena = a;
     ensure_exit_hook();
     return a;
@@ -167,7 +175,6 @@ bool tcache_create_for_thread(void)
     tc->tls_slot = &tls_tcache;
     tc->blocking = &mutex_blocking_here;
     tc->blocking_seq = &mutex_blocking_seq;
-    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
     tc->tid = os_thread_id();
     tc->idle_sig = 0;
     tc->idle_since_ns = 0;
