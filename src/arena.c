@@ -893,6 +893,32 @@ bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
     return ok && s->usable >= size;
 }
 
+bool arena_cut_slack(span_t *s)
+{
+    arena_t *a = s->arena;
+    size_t in_page = s->base - s->start;
+    size_t full = span_end(s) - s->base;
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    arena_clock_refresh(a);
+    bool cut = ph_shrink(&a->ph, s, (s->usable + in_page) >> LG_PAGE, a->clock_ns) != NULL;
+    if (cut) {
+        unsigned c = sc_compute(s->usable);
+        large_stats_t *from = &a->large[s->size_class - NSMALL];
+        s->size_class = c < NSMALL ? NSMALL : c;
+        large_stats_t *to = &a->large[s->size_class - NSMALL];
+        from->live_bytes -= full;
+        to->live_bytes += s->usable;
+        if (from != to) {
+            from->nfree++;
+            to->nmalloc++;
+        }
+        arena_after_free(a);
+    }
+    mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
+    return cut;
+}
+
 void arenas_iteration_lock(void) { mutex_lock(&arenas_lock); }
 void arenas_iteration_unlock(void) { mutex_unlock(&arenas_lock); }
 
