@@ -31,7 +31,7 @@ static size_t large_reserved;
 
 #define LARGE_RESERVE_STEP ((size_t)1 << 20)
 
-#define LARGE_TICK_EVERY 16   /* takes between decay ticks of the arena */
+#define LARGE_TICK_EVERY 64   /* takes between decay ticks of the arena */
 
 static size_t large_block_max(void)
 {
