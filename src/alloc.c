@@ -161,10 +161,12 @@ static void free_home(void *p, span_t *s)
     if (unlikely(opt.junk))
         memset(p, JUNK_FREE, span_usable(s));
     DPM_ANN_CLOSE(p, span_usable(s));
-    if (s->kind == SPAN_SLAB)
+    if (s->kind == SPAN_SLAB) {
         arena_bin_flush(&p, 1);
-    else
+    } else {
+        tcache_large_slack_detach(s);
         arena_free_large(s);
+    }
 }
 
 /* Blocks of manual arenas always come here (their tags name bins that are
@@ -190,6 +192,8 @@ static void free_slow_body(void *p, span_t *s, const char *call)
         return;
     }
     DPM_ANN_CLOSE_KEY(p);
+    if (s->kind == SPAN_LARGE)
+        tcache_large_slack_detach(s);   /* cached or freed whole */
     if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
         return;
     free_home(p, s);
@@ -308,9 +312,12 @@ static void *grown_block(size_t size, size_t align)
     return p;
 }
 
-static void *move_block(void *p, span_t *old_span, size_t size, size_t align, const char *call)
+/* old_usable: p's usable bytes before realloc looked at it (a block
+ * whose slack it ended has more now; their contents are not the
+ * program's). */
+static void *move_block(void *p, span_t *old_span, size_t old_usable, size_t size, size_t align,
+                        const char *call)
 {
-    size_t old_usable = span_usable(old_span);
     void *q;
     if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)
         q = grown_block(size, align);
@@ -356,6 +363,10 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
      * or the new size is a small one. */
     if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
+        /* slack (tcache_large.c): a growth into pages the block has
+         * (small sizes too: a block that grows moves to a page run) */
+        if (!keep && (size > SMALL_MAX || size > old))
+            keep = tcache_large_slack_resize(s, size);
         if (!keep && size > SMALL_MAX)
             keep = arena_resize_large_in_place(s, size, true);
         if (keep) {
@@ -367,7 +378,7 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
             return p;
         }
     }
-    return move_block(p, s, size, align, call);
+    return move_block(p, s, old, size, align, call);
 }
 
 void *realloc_impl(void *p, size_t size, const char *call)

@@ -775,9 +775,11 @@ static void zero_large(span_t *s, size_t size)
  * LARGE_ROUND_MAX), else whole pages. */
 size_t arena_large_usable(size_t size, size_t in_page)
 {
-    unsigned c = sc_compute(size == 0 ? 1 : size);
-    if (in_page == 0 && c >= NSMALL && size <= LARGE_ROUND_MAX)
-        return sc_size(c);
+    /* the class size by formula (SC_GROUP classes per doubling): realloc
+     * asks on every growth, and the class table is one more page to
+     * reach with a cold TLB */
+    if (in_page == 0 && size > SMALL_MAX && size <= LARGE_ROUND_MAX)
+        return round_up(size, (size_t)1 << (lg_floor(size - 1) - lg_floor(SC_GROUP)));
     return round_up((size == 0 ? 1 : size) + in_page, PAGE) - in_page;
 }
 
@@ -928,6 +930,32 @@ bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
         purge_taken_runs(a, &batch);
     arena_purge_if_due(a);
     return ok && s->usable >= size;
+}
+
+bool arena_cut_slack(span_t *s)
+{
+    arena_t *a = s->arena;
+    size_t in_page = s->base - s->start;
+    size_t full = span_end(s) - s->base;
+    lock_elided_t held = mutex_lock_elidable(&a->lock);
+    arena_clock_refresh(a);
+    bool cut = ph_shrink(&a->ph, s, (s->usable + in_page) >> LG_PAGE, a->clock_ns) != NULL;
+    if (cut) {
+        unsigned c = sc_compute(s->usable);
+        large_stats_t *from = &a->large[s->size_class - NSMALL];
+        s->size_class = c < NSMALL ? NSMALL : c;
+        large_stats_t *to = &a->large[s->size_class - NSMALL];
+        from->live_bytes -= full;
+        to->live_bytes += s->usable;
+        if (from != to) {
+            from->nfree++;
+            to->nmalloc++;
+        }
+        arena_after_free(a);
+    }
+    mutex_unlock_elidable(&a->lock, held);
+    arena_purge_if_due(a);
+    return cut;
 }
 
 void arenas_iteration_lock(void) { mutex_lock(&arenas_lock); }

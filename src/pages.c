@@ -598,7 +598,7 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
         pool_put(&ph->spans, next);
     }
     s->npages = npages;
-    s->usable += extra << LG_PAGE;
+    s->usable = span_end(s) - s->base;
     map_ends(s);
     seg->free_pages -= extra;
     ph->active_pages += extra;
@@ -616,7 +616,10 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     if (s->npages > 1)
         map_page(span_end(s) - PAGE, NULL);
     s->npages = npages;
-    s->usable -= cut << LG_PAGE;
+    /* A block whose slack is cut (tcache_large.c) keeps its usable size;
+     * its holder may be reading it meanwhile, so it is not rewritten. */
+    if (s->usable != span_end(s) - s->base)
+        s->usable = span_end(s) - s->base;
     map_ends(s);
     span_reset(t, ph, s->seg, SPAN_FREE, span_end(s), cut);
     t->state = RUN_DIRTY;

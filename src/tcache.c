@@ -87,7 +87,7 @@ static bool tcache_alloc_slots(tcache_t *tc)
 }
 
 /* A cache with fresh counters; slots of a reused cache are kept. */
-static void tcache_reset(tcache_t *tc, arena_t *arena)
+static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         tc_bin_t *b = &tc->bins[c];
@@ -105,7 +105,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena)
         tc->stashes[k] = (phased_stash_t){0};
     tc->arena = arena;
     tc->events = tc->gc_next = 0;
-    tcache_large_init(&tc->large);
+    tcache_large_init(&tc->large, recycled);
 }
 
 /* The key's value makes its destructor run at thread exit: the thread's
@@ -166,12 +166,13 @@ bool tcache_create_for_thread(void)
     mutex_lock(&tcaches_lock);
     tcache_t *tc = list_item(list_pop_front(&tcaches_exited), tcache_t, link);
     mutex_unlock(&tcaches_lock);
+    bool recycled = tc != NULL;
     if (tc == NULL) {
         tc = base_alloc(sizeof(tcache_t), CACHELINE);
         if (tc == NULL || !tcache_alloc_slots(tc))
             return false;
     }
-    tcache_reset(tc, arena);
+    tcache_reset(tc, arena, recycled);
     tc->tls_slot = &tls_tcache;
     tc->blocking = &mutex_blocking_here;
     tc->blocking_seq = &mutex_blocking_seq;

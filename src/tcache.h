@@ -103,6 +103,8 @@ typedef struct large_cache {
     bool used;                   /* a put or take since the last reclaim pass */
     size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
     uint32_t takes;              /* owner only: paces arena decay ticks */
+    span_t *slack;               /* the live block whose slack `bytes` counts, or NULL */
+    size_t slack_bytes;          /* its pages past its usable bytes */
     span_t *blocks[TC_LARGE_SLOTS_MAX];
 } CACHE_ALIGNED large_cache_t;
 
@@ -300,8 +302,10 @@ void tcache_init_bin_tags(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
-/* The large cache (tcache_large.c). A fresh, empty one. */
-void tcache_large_init(large_cache_t *lc);
+/* The large cache (tcache_large.c). A fresh, empty one; `recycled`: it
+ * belonged to an exited thread, and its lock (which a thread holding one
+ * of that thread's blocks with slack may still be taking) is kept. */
+void tcache_large_init(large_cache_t *lc, bool recycled);
 /* Keeps freed large block s in tc's large cache, sending older blocks
  * home to stay within the budgets; false if s does not qualify (not a
  * whole class-sized block of tc's automatic arena, over a budget). */
@@ -312,6 +316,15 @@ void *tcache_large_take(tcache_t *tc, size_t size);
  * size bytes gets (page aligned; sizes below the large classes too), or
  * NULL: the start of a new chain of growth. */
 void *tcache_large_take_grown(tcache_t *tc, size_t size);
+/* Realloc of live large block s to size bytes, where s may have slack:
+ * true if the slack served it (s->usable is now what a fresh block of
+ * size gets, and the pages were already s's); otherwise the slack, if
+ * any, is given to s (s->usable covers all its pages again) and the
+ * caller resizes as usual. */
+bool tcache_large_slack_resize(span_t *s, size_t size);
+/* Gives live large block s all its pages as usable bytes, ending its
+ * slack, if it has some: before it is freed or resized in the page heap. */
+void tcache_large_slack_detach(span_t *s);
 /* Sends tc's large blocks home (those of arena `only`, or all if NULL);
  * idle_only: only if the cache was not used since the last such call.
  * Any thread may call it. Returns the usable bytes sent home. */

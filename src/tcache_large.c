@@ -31,7 +31,7 @@ static size_t large_reserved;
 
 #define LARGE_RESERVE_STEP ((size_t)1 << 20)
 
-#define LARGE_TICK_EVERY 16   /* takes between decay ticks of the arena */
+#define LARGE_TICK_EVERY 64   /* takes between decay ticks of the arena */
 
 static size_t large_block_max(void)
 {
@@ -46,9 +46,12 @@ static bool large_cache_in_play(const tcache_t *tc)
     return tc != &tcache_empty && tc->large.nslots != 0 && !opt.junk && !opt.zero;
 }
 
-void tcache_large_init(large_cache_t *lc)
+void tcache_large_init(large_cache_t *lc, bool recycled)
 {
-    mutex_init(&lc->lock);
+    if (!recycled)
+        mutex_init(&lc->lock);
+    lc->slack = NULL;
+    lc->slack_bytes = 0;
     lc->n = 0;
     lc->bytes = 0;
     lc->reserved = 0;
@@ -69,6 +72,46 @@ static span_t *large_remove(large_cache_t *lc, unsigned i)
     __atomic_store_n(&lc->bytes, lc->bytes - s->usable, __ATOMIC_RELAXED);
     __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
     return s;
+}
+
+/* ---- slack ----
+ * A grown block (the end of a chain of growth) that serves a smaller
+ * request keeps all its pages: the pages past what a fresh block of the
+ * request gets are its slack, which realloc grows into without touching
+ * the page heap (the next chain s -> 2s -> 4s costs no page-heap work and
+ * no copy, however the page heap is laid out around the block). Slack is
+ * cached memory like the cache's blocks: it counts in `bytes`, so in both
+ * budgets, and whoever empties the cache (a put that needs room, a flush:
+ * thread exit, the idle reclaim, malloc_trim, arena purge) cuts it off
+ * the live block and gives it to the page heap. One block per cache has
+ * slack.
+ *
+ * Whoever holds the block may read its span meanwhile: the cut changes
+ * neither usable nor anything the holder reads before it looks at
+ * slack_in; the holder ends or uses the slack only under this cache's
+ * lock (tcache_large_slack_resize, _detach). */
+
+/* Forgets the slack of lc->slack (lock held): the pages are the block's
+ * or the page heap's now. */
+static void slack_forget(large_cache_t *lc)
+{
+    span_t *s = lc->slack;
+    __atomic_store_n(&lc->bytes, lc->bytes - lc->slack_bytes, __ATOMIC_RELAXED);
+    lc->slack = NULL;
+    lc->slack_bytes = 0;
+    __atomic_store_n(&s->slack_in, NULL, __ATOMIC_RELEASE);
+}
+
+/* Cuts the slack off its block into the page heap (lock held); false if
+ * the page heap had no descriptor for the cut (the slack stays). */
+static bool slack_cut(large_cache_t *lc)
+{
+    if (lc->slack == NULL)
+        return true;
+    if (!arena_cut_slack(lc->slack))
+        return false;
+    slack_forget(lc);
+    return true;
 }
 
 /* Grows the cache's reservation to cover `bytes` (lock held); false if
@@ -98,9 +141,10 @@ static void large_trim_reservation(large_cache_t *lc, bool all)
     /* An empty cache keeps its step of slack only while the cap is less
      * than half reserved: idle threads' empty caches never lock the
      * others out of it. */
-    if (lc->n == 0 && __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
+    bool empty = lc->n == 0 && lc->slack == NULL;
+    if (empty && __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
         all = true;
-    size_t keep = all && lc->n == 0 ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
+    size_t keep = all && empty ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
     if (lc->reserved > keep) {
         __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);
         lc->reserved = keep;
@@ -113,6 +157,9 @@ static void large_trim_reservation(large_cache_t *lc, bool all)
 static bool large_make_room(large_cache_t *lc, size_t need)
 {
     if (need > opt.tcache_large_bytes)
+        return false;
+    /* slack first: it only serves a growth that may never come */
+    if (lc->bytes + need > opt.tcache_large_bytes && !slack_cut(lc))
         return false;
     while (lc->n == lc->nslots || lc->bytes + need > opt.tcache_large_bytes)
         arena_free_large(large_remove(lc, 0));
@@ -153,18 +200,19 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
 }
 
 /* A block for a request of size bytes: one of its class as it is, else
- * (cut_only: only) one that realloc grew, cut down to what a fresh block
- * of size gets. A grown block ended a chain of growth (s, 2s, 4s ...);
- * cut to the next chain's first size, with the rest of its pages free
- * right after it, that chain grows in place again instead of being
- * copied. The cut goes back to the page heap at once, dirty: the chain's
- * next step takes it back. */
+ * (cut_only: only) one that realloc grew, handed out with the usable size
+ * a fresh block of size gets. A grown block ended a chain of growth (s,
+ * 2s, 4s ...); the next chain's first block keeps the rest of its pages
+ * as slack (see above), or, if the cache's slack cannot move to it, has
+ * them cut off into the page heap, dirty, right after it, where the
+ * chain's next step takes them back. */
 static void *large_take(tcache_t *tc, size_t size, bool cut_only)
 {
     large_cache_t *lc = &tc->large;
     unsigned c = sc_of_size(size);
     size_t exact = c >= NSMALL ? sc_size(c) : 0;
     span_t *s = NULL;
+    bool with_slack = false;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
     for (unsigned i = lc->n; i-- > 0 && s == NULL && !cut_only;)
         if (lc->blocks[i]->usable == exact)
@@ -172,17 +220,31 @@ static void *large_take(tcache_t *tc, size_t size, bool cut_only)
     for (unsigned i = lc->n; i-- > 0 && s == NULL;)
         if (lc->blocks[i]->grew && lc->blocks[i]->usable > size)
             s = large_remove(lc, i);
+    if (s != NULL && s->usable != exact) {
+        size_t usable = arena_large_usable(size, 0);   /* cached blocks start on a page */
+        /* one block has slack: an older one's is cut first */
+        if (usable < s->usable && slack_cut(lc)) {
+            lc->slack = s;
+            lc->slack_bytes = s->usable - usable;
+            __atomic_store_n(&lc->bytes, lc->bytes + lc->slack_bytes, __ATOMIC_RELAXED);
+            __atomic_store_n(&s->slack_in, lc, __ATOMIC_RELAXED);
+            s->usable = usable;
+            with_slack = true;
+        }
+    }
     lc->used |= s != NULL;
     large_trim_reservation(lc, false);
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
-    /* cut to exactly what a fresh block of size gets */
-    if (s->usable != exact && !arena_resize_large_in_place(s, size, false)) {
+    /* otherwise cut to exactly what a fresh block of size gets */
+    if (!with_slack && s->usable != exact && !arena_resize_large_in_place(s, size, false)) {
         arena_free_large(s);
         return NULL;
     }
-    s->grew = 0;
+    /* a block with slack is still the end of a chain of growth: freed,
+     * it is cached whole to serve the next chain */
+    s->grew = with_slack;
     /* Arenas run decay from their own operations: a thread whose big
      * blocks all come from here still ticks its arena now and then. */
     if (++lc->takes % LARGE_TICK_EVERY == 0)
@@ -205,12 +267,59 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size)
     return large_take(tc, size, true);
 }
 
+bool tcache_large_slack_resize(span_t *s, size_t size)
+{
+    large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
+    if (lc == NULL)
+        return false;
+    bool served = false;
+    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {   /* else cut meanwhile */
+        size_t full = span_end(s) - s->base;
+        size_t usable = arena_large_usable(size, s->base - s->start);
+        /* a shrink gives the slack back to the block: the caller cuts
+         * what the program is done with, and may purge it */
+        if (size > s->usable && usable <= full) {
+            __atomic_store_n(&lc->bytes, lc->bytes - (usable - s->usable), __ATOMIC_RELAXED);
+            lc->slack_bytes = full - usable;
+            s->usable = usable;
+            lc->used = true;
+            served = true;
+        } else {
+            s->usable = full;
+        }
+        if (s->usable == full) {
+            slack_forget(lc);
+            large_trim_reservation(lc, false);
+        }
+    }
+    mutex_unlock_elidable(&lc->lock, held);
+    return served;
+}
+
+void tcache_large_slack_detach(span_t *s)
+{
+    large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
+    if (lc == NULL)
+        return;
+    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {
+        s->usable = span_end(s) - s->base;
+        slack_forget(lc);
+        large_trim_reservation(lc, false);
+    }
+    mutex_unlock_elidable(&lc->lock, held);
+}
+
 size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
 {
     large_cache_t *lc = &tc->large;
     size_t sent = 0;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
     if (!idle_only || !lc->used) {
+        size_t slack = lc->slack_bytes;
+        if (lc->slack != NULL && (only == NULL || lc->slack->arena == only) && slack_cut(lc))
+            sent += slack;
         for (unsigned i = lc->n; i-- > 0;)
             if (only == NULL || lc->blocks[i]->arena == only) {
                 span_t *s = large_remove(lc, i);

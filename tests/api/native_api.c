@@ -499,7 +499,7 @@ TEST(large_cache)
         dpm_free(a);
     }
     /* same-size loops of big blocks take no arena lock (but a decay tick
-     * every 16 takes) */
+     * every 64 takes) */
     uint64_t ops0 = arena_lock_ops();
     for (int round = 0; round < 100; round++)
         dpm_free(dpm_malloc(600000));
