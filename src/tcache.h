@@ -191,8 +191,9 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
  * block's bytes 8..11 (every class is at least 16 bytes); a handout
  * clears them, and so does a flush that sends the block home, so blocks
  * free in slabs never hold the key and a fill's need no store. A free
- * that finds the key there is probably a double free of a cached block; tcache_confirm_not_cached
- * looks the block up in the caches before it aborts, so a program that
+ * that finds the key there is probably a double free of a cached block;
+ * tcache_confirm_not_cached looks the block up in the caches before it
+ * aborts, so a program that
  * happens to store that 32-bit value there only pays a lookup. A constant
  * (odd, so that the low half of no aligned pointer equals it), compared
  * and stored as an immediate: the key costs the free fast path one
