@@ -106,7 +106,8 @@ static void *alloc_slow_body(size_t size)
 
 void *alloc_at_low_water(size_t size, tc_bin_t *b)
 {
-    void *p = tc_bin_pop(b);
+    tcache_t *tc = __atomic_load_n(&tls_tcache, __ATOMIC_RELAXED);
+    void *p = tc_bin_pop(tc, (unsigned)(b - tc->bins));
     DPM_ANN_SLOT_BELOW(b->head);
     if (p == NULL)
         return alloc_slow(size);
@@ -402,7 +403,7 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
 {
     tcache_t *tc = tcache_mine();
     tc_bin_t *b = &tc->bins[c];
-    void *p = c < TC_MAX_CLASSES ? tc_bin_pop(b) : NULL;
+    void *p = c < TC_MAX_CLASSES ? tc_bin_pop(tc, c) : NULL;
     if (p == NULL && tls_state == THREAD_NEW && tcache_create_for_thread())
         return aligned_small(c, size, zero);
     if (p == NULL && c < TC_MAX_CLASSES && b->ncached_max != 0) {

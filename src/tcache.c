@@ -51,9 +51,11 @@ static unsigned nslots_for_class(unsigned c)
 
 static uint16_t low16(void **p) { return (uint16_t)(uintptr_t)p; }
 
-/* An empty bin whose slots end at top, holding at most ncached_max. */
-static void bin_layout(tc_bin_t *b, void **top, unsigned ncached_max)
+/* Bin c of tc, empty, with slots ending at top, holding at most ncached_max. */
+static void bin_layout(tcache_t *tc, unsigned c, void **top, unsigned ncached_max)
 {
+    tc_bin_t *b = &tc->bins[c];
+    tc->stats[c].fresh = 0;
     tc_bin_set_head(b, top);
     b->ncached_max = (uint16_t)ncached_max;
     __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);   /* read by other threads */
@@ -81,7 +83,7 @@ static bool tcache_alloc_slots(tcache_t *tc)
         if (slots == NULL)
             return false;
         tc->stats[c].cap = n;
-        bin_layout(&tc->bins[c], slots + n, n);
+        bin_layout(tc, c, slots + n, n);
     }
     return true;
 }
@@ -92,9 +94,9 @@ static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         tc_bin_t *b = &tc->bins[c];
         uint32_t cap = tc->stats[c].cap;
-        bin_layout(b, tc_bin_top(b), nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
-        __atomic_store_n(&b->nrequests, 0, __ATOMIC_RELAXED);
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
+        bin_layout(tc, c, tc_bin_top(b), nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
+        __atomic_store_n(&b->nrequests, 0, __ATOMIC_RELAXED);
     }
     tc->samples = (slow_samples_t){0};
     /* no thread's /proc view matches it: reclaimers leave the cache alone
@@ -290,18 +292,31 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
         return NULL;
     counter_add(&tc->stats[c].nfills, 1);
     /* batch[0] goes to the caller; the rest are pushed so that the lowest
-     * addresses are popped first. */
+     * addresses are popped first. Blocks come from slabs without the key
+     * (send_home), so none of them is written here or when popped: a
+     * handout that stored into each block would pull a cold line (and its
+     * page's TLB entry) per block of a big class (docs/design.md, "The
+     * free key"). */
+    bool was_empty = tc_bin_count(b) == 0;
     for (unsigned i = got; i-- > 1;)
         tc_bin_push(b, batch[i]);
     b->low_lo = low16(b->head);
-    /* it may have been cached before, and flushed home with the key in it */
-    tc_block_handed_out(batch[0]);
+    tc->stats[c].fresh = was_empty ? (uint16_t)(b->top_lo - b->low_lo) : 0;
+    DPM_ANN_OPEN_KEY(batch[0]);
     return batch[0];
 }
 
 /* Returns n cached blocks of class c to their slabs or page heaps. */
 static void send_home(void **objs, unsigned n, unsigned c)
 {
+    /* Free blocks in slabs (and freed large blocks) never hold the key, so
+     * a fill hands its blocks out untouched. These blocks were freed into
+     * the cache a little while ago: their key line is still warm. */
+    for (unsigned i = 0; i < n; i++) {
+        DPM_ANN_OPEN_KEY(objs[i]);
+        *tc_key_word(objs[i]) = 0;
+        DPM_ANN_CLOSE_KEY(objs[i]);
+    }
     if (c < NSMALL) {
         arena_bin_flush(objs, n);
         return;
@@ -343,6 +358,7 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
         __atomic_store_n(&b->head, top - rest, __ATOMIC_RELEASE);
         b->hot = top[-(ptrdiff_t)rest];
         b->low_lo = low16(b->head);
+        tc->stats[c].fresh = 0;   /* slid slots hold pushed blocks */
         send_home(out, k, c);
     }
     counter_add(&tc->stats[c].nflushes, 1);
@@ -432,6 +448,12 @@ void tcache_event(tcache_t *tc)
     if (idle > tc_bin_count(b))
         idle = tc_bin_count(b);
     flush_oldest(tc, c, (idle * 3 + 3) / 4);
+    /* slots from the old low water up were not pushed to since the fill;
+     * those below it may have been, and the new mark would let low-water
+     * pops reach them */
+    uint16_t unpushed = (uint16_t)(b->top_lo - b->low_lo);
+    if (tc->stats[c].fresh > unpushed)
+        tc->stats[c].fresh = unpushed;
     b->low_lo = low16(b->head);
 }
 
@@ -521,7 +543,7 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
             tc->stats[c].cap = n;
             top = slots + n;
         }
-        bin_layout(&tc->bins[c], top, n);
+        bin_layout(tc, c, top, n);
     }
     return 0;
 }

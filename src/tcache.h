@@ -73,6 +73,11 @@ typedef struct slow_samples {
 typedef struct tc_bin_stats {
     uint64_t nmisses, nfills, nflushes;   /* owner writes, stats read (counter_*) */
     uint32_t cap;                /* slots below top that belong to the bin */
+    /* Bytes below top whose slots a fill of the empty bin wrote and no push
+     * has written since (they are at or above the low-water mark, which
+     * pushes never reach): their blocks hold no free key, so a low-water
+     * pop hands them out without a store (tc_bin_pop). Owner only. */
+    uint16_t fresh;
 } tc_bin_stats_t;
 
 /* A thread caches a block of a manual arena only while it is bound to
@@ -185,10 +190,12 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
 }
 /* The free key: a free that caches a block writes TC_FREE_KEY (not the
  * golden-ratio constant many hash functions store) into the
- * block's bytes 8..11 (every class is at least 16 bytes), and every
- * handout from a cache clears them. A free that finds the key there is
- * probably a double free of a cached block; tcache_confirm_not_cached
- * looks the block up in the caches before it aborts, so a program that
+ * block's bytes 8..11 (every class is at least 16 bytes); a handout
+ * clears them, and so does a flush that sends the block home, so blocks
+ * free in slabs never hold the key and a fill's need no store. A free
+ * that finds the key there is probably a double free of a cached block;
+ * tcache_confirm_not_cached looks the block up in the caches before it
+ * aborts, so a program that
  * happens to store that 32-bit value there only pays a lookup. A constant
  * (odd, so that the low half of no aligned pointer equals it), compared
  * and stored as an immediate: the key costs the free fast path one
@@ -211,10 +218,12 @@ DPM_INLINE void **tc_bin_top(const tc_bin_t *b)
     return (void **)((uintptr_t)b->head + (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)b->head));
 }
 
-/* Pop for a handout (the key is cleared), noting a new low water if this
- * pop makes one. NULL when empty. */
-DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
+/* Pop from bin c of tc for a handout (the key is cleared unless the
+ * block is a fill's, untouched since: tc_bin_stats_t.fresh), noting a new
+ * low water if this pop makes one. NULL when empty. */
+DPM_INLINE void *tc_bin_pop(tcache_t *tc, unsigned c)
 {
+    tc_bin_t *b = &tc->bins[c];
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         tc_bin_set_head(b, h + 1);
@@ -222,10 +231,15 @@ DPM_INLINE void *tc_bin_pop(tc_bin_t *b)
         return *h;
     }
     if (likely((uint16_t)(uintptr_t)h != b->top_lo)) {
+        void *p = *h;
+        bool fresh = (uint16_t)(b->top_lo - (uint16_t)(uintptr_t)h) <= tc->stats[c].fresh;
         tc_bin_set_head(b, h + 1);
         b->low_lo = (uint16_t)(uintptr_t)(h + 1);
-        tc_block_handed_out(*h);
-        return *h;
+        if (fresh)
+            DPM_ANN_OPEN_KEY(p);
+        else
+            tc_block_handed_out(p);
+        return p;
     }
     return NULL;
 }
