@@ -511,9 +511,31 @@ bool arena_bind_thread(arena_t *a)
     return alive;
 }
 
-void arena_unbind_thread(arena_t *a) { __atomic_fetch_sub(&a->nthreads, 1, __ATOMIC_RELEASE); }
+static bool orphaned(const arena_t *a);
+
+/* The last thread leaving an automatic arena takes its dirty pages with it
+ * (see orphaned). */
+void arena_unbind_thread(arena_t *a)
+{
+    if (__atomic_sub_fetch(&a->nthreads, 1, __ATOMIC_RELEASE) == 0 && orphaned(a))
+        arena_decay_now(a, false);
+}
 
 /* ---- decay clock ------------------------------------------------------- */
+
+/* An automatic arena that no thread allocates from any more (its threads
+ * exited or moved): its dirty pages would wait for the next thread that
+ * round-robin hands it, perhaps for ever, while the live threads fault in
+ * fresh pages of their own arenas. So they decay at once, as do the pages
+ * that frees of its blocks by other threads give it meanwhile. Manual
+ * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
+ * purge") is kept. */
+static bool orphaned(const arena_t *a)
+{
+    return a->dirty_decay_ms > 0 && !a->manual && __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;
+}
+
+static int64_t dirty_ms_now(const arena_t *a) { return orphaned(a) ? 0 : a->dirty_decay_ms; }
 
 #define DECAY_TICKS_PER_CLOCK 8
 
@@ -561,7 +583,7 @@ void arena_tick(arena_t *a)
 
 void arena_after_free(arena_t *a)
 {
-    if (a->dirty_decay_ms == 0)
+    if (dirty_ms_now(a) == 0)
         set_purge_due(a);
     else
         arena_tick(a);
@@ -637,9 +659,10 @@ void arena_purge_if_due(arena_t *a)
         return;   /* another thread is purging; the flag stays for later */
     __atomic_store_n(&a->purge_due, false, __ATOMIC_RELAXED);
     bool taken;
-    purge_batch(a, a->dirty_decay_ms, a->muzzy_decay_ms, &taken);
+    int64_t dirty_ms = dirty_ms_now(a);
+    purge_batch(a, dirty_ms, a->muzzy_decay_ms, &taken);
     /* a full batch may have left due runs behind: the next tick goes on */
-    if (taken && a->dirty_decay_ms == 0)
+    if (taken && dirty_ms == 0)
         set_purge_due(a);
     mutex_unlock(&a->purge_lock);
 }
@@ -659,14 +682,14 @@ size_t arena_decay_pass(arena_t *a)
     a->clock_ns = a->last_decay_ns = os_now_ns();
     mutex_unlock(&a->lock);
     bool taken;
-    size_t released = purge_batch(a, a->dirty_decay_ms, a->muzzy_decay_ms, &taken);
+    size_t released = purge_batch(a, dirty_ms_now(a), a->muzzy_decay_ms, &taken);
     mutex_unlock(&a->purge_lock);
     return released;
 }
 
 size_t arena_decay_now(arena_t *a, bool everything)
 {
-    int64_t dirty_ms = everything ? 0 : a->dirty_decay_ms, muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
+    int64_t dirty_ms = everything ? 0 : dirty_ms_now(a), muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
     size_t released = 0;
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
