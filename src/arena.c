@@ -19,6 +19,26 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 static unsigned next_arena;
 
+static bool orphaned(const arena_t *a);
+
+/* Automatic arenas whose orphan_pending is set. */
+static unsigned orphans_pending;
+
+/* How long an orphaned arena waits for a new thread to take it before the
+ * growth of another arena purges it: a pool that replaces a thread does so
+ * within milliseconds; git pack-objects reaches its peak a second after
+ * its first delta thread exits. */
+#define ORPHAN_GRACE_MS 50
+
+static bool orphan_claim(arena_t *a)
+{
+    if (!__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) ||
+        !__atomic_exchange_n(&a->orphan_pending, false, __ATOMIC_ACQ_REL))
+        return false;
+    __atomic_fetch_sub(&orphans_pending, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
 /* bin_tags[manual][c]; only meaningful once bin_tags_set. */
 static uint8_t bin_tags[2][NSMALL];
 static bool bin_tags_set;
@@ -132,6 +152,14 @@ arena_t *arena_get(unsigned index)
 
 arena_t *arena_choose(void)
 {
+    if (unlikely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) != 0)) {
+        unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE), nauto = __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);
+        for (unsigned i = 0; i < n && i < nauto; i++) {
+            arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+            if (a != NULL && __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0 && orphan_claim(a))
+                return a;
+        }
+    }
     unsigned i = __atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);
     arena_t *a = arena_get(i);
     return a != NULL ? a : arena_get(0);
@@ -308,6 +336,15 @@ static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t 
         *held = mutex_lock_elidable(&a->lock);
         s = ph_alloc(&a->ph, req, zeroed);
         errno = saved_errno;
+    }
+    /* pages for a live thread while an orphaned arena keeps its own:
+     * those go (s is ours meanwhile; arena locks are leaves, bin -> purge) */
+    if (s != NULL && unlikely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) != 0)) {
+        arena_clock_refresh(a);
+        uint64_t now = a->clock_ns;
+        mutex_unlock_elidable(&a->lock, *held);
+        arenas_purge_orphans(a, now);
+        *held = mutex_lock_elidable(&a->lock);
     }
     return s;
 }
@@ -511,14 +548,31 @@ bool arena_bind_thread(arena_t *a)
     return alive;
 }
 
-static bool orphaned(const arena_t *a);
-
-/* The last thread leaving an automatic arena takes its dirty pages with it
- * (see orphaned). */
+/* The last thread leaving an automatic arena leaves its free pages for
+ * the next thread that arena_choose gives it, or for
+ * arenas_purge_orphans (see orphaned). */
 void arena_unbind_thread(arena_t *a)
 {
-    if (__atomic_sub_fetch(&a->nthreads, 1, __ATOMIC_RELEASE) == 0 && orphaned(a))
-        arena_decay_now(a, false);
+    if (__atomic_sub_fetch(&a->nthreads, 1, __ATOMIC_RELEASE) != 0 || !orphaned(a))
+        return;
+    __atomic_store_n(&a->orphaned_ns, os_now_ns(), __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&a->orphan_pending, true, __ATOMIC_ACQ_REL))
+        __atomic_fetch_add(&orphans_pending, 1, __ATOMIC_RELAXED);
+}
+
+void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
+{
+    if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
+        return;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a == NULL || a == except ||
+            (int64_t)(now_ns - __atomic_load_n(&a->orphaned_ns, __ATOMIC_RELAXED)) < (int64_t)ORPHAN_GRACE_MS * 1000000)
+            continue;
+        if (orphan_claim(a) && orphaned(a))
+            arena_decay_now(a, false);
+    }
 }
 
 /* ---- decay clock ------------------------------------------------------- */
@@ -526,10 +580,15 @@ void arena_unbind_thread(arena_t *a)
 /* An automatic arena that no thread allocates from any more (its threads
  * exited or moved): its dirty pages would wait for the next thread that
  * round-robin hands it, perhaps for ever, while the live threads fault in
- * fresh pages of their own arenas. So they decay at once, as do the pages
- * that frees of its blocks by other threads give it meanwhile. Manual
- * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
- * purge") is kept. */
+ * fresh pages of their own arenas. So the next new thread takes such an
+ * arena first (arena_choose: a thread that replaces one that exited
+ * reuses its pages without page faults), and as soon as any other arena
+ * takes fresh pages (a clean run or a new segment: the process grows)
+ * while one is still orphaned, its dirty pages are purged
+ * (arenas_purge_orphans); the pages that frees of its blocks by other
+ * threads give it meanwhile decay at once. Manual arenas serve
+ * dpm_malloc_arena without any thread bound, and -1 ("never purge") is
+ * kept. */
 static bool orphaned(const arena_t *a)
 {
     return a->dirty_decay_ms > 0 && !a->manual && __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;

@@ -8,9 +8,13 @@
  * made dpmalloc's peak RSS 1.15x glibc's (docs/design.md, Decay).
  *
  * Proves (default options: dirty_decay_ms 10000):
- * - exit: a thread that touched and freed 16 MiB of large blocks exits;
- *   its arena then holds (almost) no dirty pages and the process's
- *   resident set is at least 10 MiB below what it was with the blocks;
+ * - reuse: a thread that touched and freed 16 MiB of large blocks exits;
+ *   the next thread created takes its arena (and its pages, no faults);
+ * - grow: the same exit, then (after 200 ms: a grace period for a new
+ *   thread to take the arena) the main thread allocates 6 MiB of fresh
+ *   pages: the exited thread's arena then holds (almost) no dirty pages
+ *   and the process's resident set is at least 10 MiB below what it was
+ *   with the blocks;
  * - remote: a thread allocates 16 MiB of large blocks, hands them to the
  *   main thread and exits; main frees them (and flushes its cache): they
  *   go back to the orphaned arena, which purges them at once too;
@@ -29,6 +33,7 @@
 #define ALL_PAGES (NBLOCKS * BLOCK / 4096)       /* 4096 pages */
 #define FEW_PAGES ((size_t)256)                  /* 1 MiB: "almost none" */
 #define RSS_DROP ((size_t)10 << 20)
+#define GROW ((size_t)6 << 20)                   /* more than the main arena holds free */
 
 static size_t resident_bytes(void)
 {
@@ -135,7 +140,19 @@ static bool run_worker(struct worker *w)
     return w->arena != my_arena();
 }
 
-TEST(exiting_thread_takes_its_dirty_pages)
+TEST(next_thread_takes_the_orphaned_arena)
+{
+    struct worker a = {.free_them = true}, b = {.free_them = true};
+    if (!run_worker(&a))
+        return;
+    EXPECT_EQ_U(arena_nthreads(a.arena), 0);
+    if (!run_worker(&b))
+        return;
+    fprintf(stderr, "reuse: first thread's arena %u, next thread's %u\n", a.arena, b.arena);
+    EXPECT_EQ_U(b.arena, a.arena);
+}
+
+TEST(orphaned_pages_go_when_the_process_grows)
 {
     struct worker w = {.free_them = true};
     if (!run_worker(&w))
@@ -143,12 +160,22 @@ TEST(exiting_thread_takes_its_dirty_pages)
     /* while the thread lived, its arena kept them (decay as usual) */
     EXPECT_GE_U(w.pdirty_before_exit, ALL_PAGES / 2);
     EXPECT_EQ_U(arena_nthreads(w.arena), 0);
+    /* fresh pages for the main thread's arena, once a new thread had
+     * time to take the orphaned one (ORPHAN_GRACE_MS) */
+    struct timespec ts = {0, 200 * 1000000};
+    nanosleep(&ts, NULL);
+    char *grow = dpm_malloc(GROW);
+    if (grow == NULL) {
+        TEST_FAIL("dpm_malloc(%zu) failed", GROW);
+        return;
+    }
     size_t pdirty = arena_stat(w.arena, "pdirty"), rss = resident_bytes();
-    fprintf(stderr, "exit: arena %u dirty pages %zu -> %zu, RSS %zu -> %zu KiB\n", w.arena, w.pdirty_before_exit,
+    fprintf(stderr, "grow: arena %u dirty pages %zu -> %zu, RSS %zu -> %zu KiB\n", w.arena, w.pdirty_before_exit,
             pdirty, w.rss_with_blocks >> 10, rss >> 10);
     EXPECT_LE_U(pdirty, FEW_PAGES);
     EXPECT(rss + RSS_DROP <= w.rss_with_blocks, "RSS %zu KiB after the thread left, %zu KiB with the blocks",
            rss >> 10, w.rss_with_blocks >> 10);
+    dpm_free(grow);
 }
 
 TEST(blocks_freed_after_their_thread_left_are_purged)
@@ -184,7 +211,8 @@ TEST(live_thread_keeps_its_dirty_pages)
 int main(void)
 {
     dpm_free(dpm_malloc(1));   /* the main thread takes its arena first */
-    RUN(exiting_thread_takes_its_dirty_pages);
+    RUN(next_thread_takes_the_orphaned_arena);
+    RUN(orphaned_pages_go_when_the_process_grows);
     RUN(blocks_freed_after_their_thread_left_are_purged);
     RUN(live_thread_keeps_its_dirty_pages);
     return test_done();
