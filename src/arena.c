@@ -582,16 +582,17 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
  * round-robin hands it, perhaps for ever, while the live threads fault in
  * fresh pages of their own arenas. So the next new thread takes such an
  * arena first (arena_choose: a thread that replaces one that exited
- * reuses its pages without page faults), and as soon as any other arena
- * takes fresh pages (a clean run or a new segment: the process grows)
- * while one is still orphaned, its dirty pages are purged
- * (arenas_purge_orphans); the pages that frees of its blocks by other
- * threads give it meanwhile decay at once. Manual arenas serve
- * dpm_malloc_arena without any thread bound, and -1 ("never purge") is
- * kept. */
+ * reuses its pages without page faults), and once it has been orphaned
+ * for ORPHAN_GRACE_MS, the next page-heap allocation of any other arena
+ * purges its dirty pages (arenas_purge_orphans); the pages that frees of
+ * its blocks by other threads give it meanwhile decay at once. Manual
+ * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
+ * purge") is kept. Read without the arena lock (dirty_decay_ms may be
+ * changed under it by the ctl). */
 static bool orphaned(const arena_t *a)
 {
-    return a->dirty_decay_ms > 0 && !a->manual && __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;
+    return __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED) > 0 && !a->manual &&
+           __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;
 }
 
 static int64_t dirty_ms_now(const arena_t *a) { return orphaned(a) ? 0 : a->dirty_decay_ms; }

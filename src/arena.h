@@ -101,7 +101,8 @@ extern unsigned narenas_auto;    /* arenas used for round-robin assignment */
 void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL]);
 /* The arena with this index, created on first use; NULL on OOM. */
 arena_t *arena_get(unsigned index);
-/* The next arena in round-robin order. */
+/* An automatic arena left by all its threads (orphaned in arena.c) if
+ * there is one, else the next arena in round-robin order. */
 arena_t *arena_choose(void);
 /* Sets the number of automatic arenas (mallopt M_ARENA_MAX) while only
  * arena 0 exists: every thread so far chose it, so none is stranded in an
