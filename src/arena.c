@@ -342,9 +342,11 @@ static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t 
     if (s != NULL && unlikely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) != 0)) {
         arena_clock_refresh(a);
         uint64_t now = a->clock_ns;
-        mutex_unlock_elidable(&a->lock, *held);
-        arenas_purge_orphans(a, now);
-        *held = mutex_lock_elidable(&a->lock);
+        if (arenas_orphans_due(a, now)) {
+            mutex_unlock_elidable(&a->lock, *held);
+            arenas_purge_orphans(a, now);
+            *held = mutex_lock_elidable(&a->lock);
+        }
     }
     return s;
 }
@@ -560,6 +562,23 @@ void arena_unbind_thread(arena_t *a)
         __atomic_fetch_add(&orphans_pending, 1, __ATOMIC_RELAXED);
 }
 
+static bool orphan_due(const arena_t *a, const arena_t *except, uint64_t now_ns)
+{
+    return a != NULL && a != except && __atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) &&
+           (int64_t)(now_ns - __atomic_load_n(&a->orphaned_ns, __ATOMIC_RELAXED)) >= (int64_t)ORPHAN_GRACE_MS * 1000000;
+}
+
+bool arenas_orphans_due(const arena_t *except, uint64_t now_ns)
+{
+    if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
+        return false;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (orphan_due(__atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE), except, now_ns))
+            return true;
+    return false;
+}
+
 void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
 {
     if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
@@ -567,10 +586,7 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (a == NULL || a == except ||
-            (int64_t)(now_ns - __atomic_load_n(&a->orphaned_ns, __ATOMIC_RELAXED)) < (int64_t)ORPHAN_GRACE_MS * 1000000)
-            continue;
-        if (orphan_claim(a) && orphaned(a))
+        if (orphan_due(a, except, now_ns) && orphan_claim(a) && orphaned(a))
             arena_decay_now(a, false);
     }
 }

@@ -199,6 +199,8 @@ void arenas_release_free_memory(void);
  * since (but except's); nothing when there are none (one relaxed load).
  * Called without any arena lock held. */
 void arenas_purge_orphans(const arena_t *except, uint64_t now_ns);
+/* Whether arenas_purge_orphans(except, now_ns) would purge anything. */
+bool arenas_orphans_due(const arena_t *except, uint64_t now_ns);
 /* Held while visiting every arena (stats, background decay): arenas are
  * not created, destroyed or re-initialised meanwhile. Never take it while
  * holding a bin or arena lock (fork takes it first). */
