@@ -18,6 +18,26 @@ unsigned narenas_total;
 unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 
+static bool orphaned(const arena_t *a);
+
+/* Automatic arenas whose orphan_pending is set. */
+static unsigned orphans_pending;
+
+/* How long an orphaned arena waits for a new thread to take it before the
+ * growth of another arena purges it: a pool that replaces a thread does so
+ * within milliseconds; git pack-objects reaches its peak a second after
+ * its first delta thread exits. */
+#define ORPHAN_GRACE_MS 50
+
+static bool orphan_claim(arena_t *a)
+{
+    if (!__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) ||
+        !__atomic_exchange_n(&a->orphan_pending, false, __ATOMIC_ACQ_REL))
+        return false;
+    __atomic_fetch_sub(&orphans_pending, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
 /* bin_tags[manual][c]; only meaningful once bin_tags_set. */
 static uint8_t bin_tags[2][NSMALL];
 static bool bin_tags_set;
@@ -167,10 +187,13 @@ arena_t *arena_choose(bool bind)
             return best;
         if (attempt >= 3) {
             __atomic_fetch_add(&best->nthreads, 1, __ATOMIC_RELAXED);
+            orphan_claim(best);
             return best;
         }
-        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            orphan_claim(best);   /* its pages are this thread's now, not the purge's */
             return best;
+        }
     }
 }
 
@@ -345,6 +368,17 @@ static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t 
         *held = mutex_lock_elidable(&a->lock);
         s = ph_alloc(&a->ph, req, zeroed);
         errno = saved_errno;
+    }
+    /* pages for a live thread while an orphaned arena keeps its own:
+     * those go (s is ours meanwhile; arena locks are leaves, bin -> purge) */
+    if (s != NULL && unlikely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) != 0)) {
+        arena_clock_refresh(a);
+        uint64_t now = a->clock_ns;
+        if (arenas_orphans_due(a, now)) {
+            mutex_unlock_elidable(&a->lock, *held);
+            arenas_purge_orphans(a, now);
+            *held = mutex_lock_elidable(&a->lock);
+        }
     }
     return s;
 }
@@ -548,9 +582,67 @@ bool arena_bind_thread(arena_t *a)
     return alive;
 }
 
-void arena_unbind_thread(arena_t *a) { __atomic_fetch_sub(&a->nthreads, 1, __ATOMIC_RELEASE); }
+/* The last thread leaving an automatic arena leaves its free pages for
+ * the next thread that arena_choose gives it, or for
+ * arenas_purge_orphans (see orphaned). */
+void arena_unbind_thread(arena_t *a)
+{
+    if (__atomic_sub_fetch(&a->nthreads, 1, __ATOMIC_RELEASE) != 0 || !orphaned(a))
+        return;
+    __atomic_store_n(&a->orphaned_ns, os_now_ns(), __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&a->orphan_pending, true, __ATOMIC_ACQ_REL))
+        __atomic_fetch_add(&orphans_pending, 1, __ATOMIC_RELAXED);
+}
+
+static bool orphan_due(const arena_t *a, const arena_t *except, uint64_t now_ns)
+{
+    return a != NULL && a != except && __atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) &&
+           (int64_t)(now_ns - __atomic_load_n(&a->orphaned_ns, __ATOMIC_RELAXED)) >= (int64_t)ORPHAN_GRACE_MS * 1000000;
+}
+
+bool arenas_orphans_due(const arena_t *except, uint64_t now_ns)
+{
+    if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
+        return false;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (orphan_due(__atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE), except, now_ns))
+            return true;
+    return false;
+}
+
+void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
+{
+    if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
+        return;
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (orphan_due(a, except, now_ns) && orphan_claim(a) && orphaned(a))
+            arena_decay_now(a, false);
+    }
+}
 
 /* ---- decay clock ------------------------------------------------------- */
+
+/* An automatic arena that no thread allocates from any more (its threads
+ * exited or moved): its dirty pages would wait for the next new thread,
+ * perhaps for ever, while the live threads fault in fresh pages of their
+ * own arenas. The next new thread takes such an arena first (arena_choose:
+ * it has the fewest threads, and its pages are resident), and once it has been orphaned
+ * for ORPHAN_GRACE_MS, the next page-heap allocation of any other arena
+ * purges its dirty pages (arenas_purge_orphans); the pages that frees of
+ * its blocks by other threads give it meanwhile decay at once. Manual
+ * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
+ * purge") is kept. Read without the arena lock (dirty_decay_ms may be
+ * changed under it by the ctl). */
+static bool orphaned(const arena_t *a)
+{
+    return __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED) > 0 && !a->manual &&
+           __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;
+}
+
+static int64_t dirty_ms_now(const arena_t *a) { return orphaned(a) ? 0 : a->dirty_decay_ms; }
 
 #define DECAY_TICKS_PER_CLOCK 8
 
@@ -598,7 +690,7 @@ void arena_tick(arena_t *a)
 
 void arena_after_free(arena_t *a)
 {
-    if (a->dirty_decay_ms == 0)
+    if (dirty_ms_now(a) == 0)
         set_purge_due(a);
     else
         arena_tick(a);
@@ -674,9 +766,10 @@ void arena_purge_if_due(arena_t *a)
         return;   /* another thread is purging; the flag stays for later */
     __atomic_store_n(&a->purge_due, false, __ATOMIC_RELAXED);
     bool taken;
-    purge_batch(a, a->dirty_decay_ms, a->muzzy_decay_ms, &taken);
+    int64_t dirty_ms = dirty_ms_now(a);
+    purge_batch(a, dirty_ms, a->muzzy_decay_ms, &taken);
     /* a full batch may have left due runs behind: the next tick goes on */
-    if (taken && a->dirty_decay_ms == 0)
+    if (taken && dirty_ms == 0)
         set_purge_due(a);
     mutex_unlock(&a->purge_lock);
 }
@@ -696,14 +789,14 @@ size_t arena_decay_pass(arena_t *a)
     a->clock_ns = a->last_decay_ns = os_now_ns();
     mutex_unlock(&a->lock);
     bool taken;
-    size_t released = purge_batch(a, a->dirty_decay_ms, a->muzzy_decay_ms, &taken);
+    size_t released = purge_batch(a, dirty_ms_now(a), a->muzzy_decay_ms, &taken);
     mutex_unlock(&a->purge_lock);
     return released;
 }
 
 size_t arena_decay_now(arena_t *a, bool everything)
 {
-    int64_t dirty_ms = everything ? 0 : a->dirty_decay_ms, muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
+    int64_t dirty_ms = everything ? 0 : dirty_ms_now(a), muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
     size_t released = 0;
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);

@@ -82,6 +82,10 @@ typedef struct arena {
     uint32_t grows_in_flight;      /* page-source alloc calls under way (lock) */
     int64_t dirty_decay_ms, muzzy_decay_ms;
     bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */
+    /* Left by its last thread with its free pages kept (orphaned in
+     * arena.c); counted in orphans_pending while set. */
+    bool orphan_pending;
+    uint64_t orphaned_ns;          /* when orphan_pending was set */
     large_stats_t large[NLARGE_STATS];
     dpm_mutex_t special_lock;      /* creation of special bins */
     special_table_t *special;      /* NULL until the first special bin */
@@ -198,6 +202,13 @@ size_t arena_decay_pass(arena_t *a);
  * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena
  * locks are leaves, so callers may hold a bin lock. */
 void arenas_release_free_memory(void);
+/* Purges the dirty pages of the automatic arenas that their last thread
+ * left at least ORPHAN_GRACE_MS before now_ns and that no thread took
+ * since (but except's); nothing when there are none (one relaxed load).
+ * Called without any arena lock held. */
+void arenas_purge_orphans(const arena_t *except, uint64_t now_ns);
+/* Whether arenas_purge_orphans(except, now_ns) would purge anything. */
+bool arenas_orphans_due(const arena_t *except, uint64_t now_ns);
 /* Held while visiting every arena (stats, background decay): arenas are
  * not created, destroyed or re-initialised meanwhile. Never take it while
  * holding a bin or arena lock (fork takes it first). */

@@ -322,7 +322,7 @@ static int h_arena_decay_ms(const ctl_call_t *c, const void *arg)
     if (err == 0 && w == 1) {
         mutex_lock(&a->lock);
         if (dirty)
-            a->dirty_decay_ms = v;
+            __atomic_store_n(&a->dirty_decay_ms, (int64_t)v, __ATOMIC_RELAXED);   /* read racily by orphaned() */
         else
             a->muzzy_decay_ms = v;
         mutex_unlock(&a->lock);
