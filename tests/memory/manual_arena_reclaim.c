@@ -9,7 +9,9 @@
  *   small bins with its blocks and sleep on a condition variable:
  *   malloc_trim(0) brings stats.tcache_bytes and the arena's tcache_bytes
  *   and small.allocated to 0 and its active pages to under a quarter, and
- *   the source's purge callback has taken the pages back; the sleepers, woken, allocate, fill and
+ *   the source's purge callback has taken the pages back (their large
+ *   blocks, freed before they sleep, went home at once: large caches
+ *   never hold a manual arena's blocks); the sleepers, woken, allocate, fill and
  *   check blocks of every class, and the heap checker finds nothing wrong;
  * - background: the same with background_thread:true,dirty_decay_ms:200
  *   and no trim: the bytes are gone within a few decay periods;
@@ -188,6 +190,16 @@ static void *sleeper(void *arg)
     bind_errors += bad;
     pthread_mutex_unlock(&lock);
     bad = churn(tag, 2);
+    /* large blocks of a manual arena go home at once, never to the
+     * thread's large cache: nothing there for a reclaimer to take */
+    for (size_t size = (size_t)20 << 10; size <= ((size_t)320 << 10); size *= 2) {
+        void *big = malloc(size);
+        if (big == NULL)
+            bad = 1;
+        else
+            test_fill(big, size, tag);
+        free(big);
+    }
     pthread_mutex_lock(&lock);
     ready++;
     pthread_cond_broadcast(&cond);
@@ -230,8 +242,9 @@ static int child(const char *mode)
     pthread_mutex_unlock(&lock);
     struct timespec nap = {0, 100 * 1000 * 1000};   /* let them fall asleep */
     nanosleep(&nap, NULL);
-    printf("before=%zu\narena_tcache_before=%zu\npactive_before=%zu\n", stat_size("stats.tcache_bytes"),
-           arena_stat("tcache_bytes"), arena_stat("pactive"));
+    printf("before=%zu\narena_tcache_before=%zu\npactive_before=%zu\nlarge_before=%zu\n",
+           stat_size("stats.tcache_bytes"), arena_stat("tcache_bytes"), arena_stat("pactive"),
+           arena_stat("large.allocated"));
     if (strcmp(mode, "background") == 0) {
         double t0 = test_now_s();
         while (test_now_s() - t0 < 5.0 && stat_size("stats.tcache_bytes") != 0) {
@@ -247,7 +260,6 @@ static int child(const char *mode)
     pthread_mutex_lock(&carve.lock);
     size_t purged = carve.purged;
     pthread_mutex_unlock(&carve.lock);
-    printf("large_allocated=%zu\n", arena_stat("large.allocated"));
     printf("after=%zu\narena_tcache_after=%zu\nsmall_allocated=%zu\npactive=%zu\npurged=%zu\n",
            stat_size("stats.tcache_bytes"), arena_stat("tcache_bytes"), arena_stat("small.allocated"),
            arena_stat("pactive"), purged);
@@ -277,6 +289,7 @@ static void expect_reclaimed(const char *mode)
     size_t before = spawn_kv(&res, "before");
     EXPECT(before >= NTHREADS * ((size_t)1 << 18), "%s: the sleepers' bins hold %zu bytes", mode, before);
     EXPECT_EQ_U(spawn_kv(&res, "bind_errors"), 0);
+    EXPECT_EQ_U(spawn_kv(&res, "large_before"), 0);
     EXPECT_EQ_U(spawn_kv(&res, "after"), 0);
     EXPECT_EQ_U(spawn_kv(&res, "arena_tcache_after"), 0);
     EXPECT_EQ_U(spawn_kv(&res, "small_allocated"), 0);
