@@ -663,8 +663,8 @@ static uint64_t fork_gen;
 
 #if !DPM_TSAN
 /* Takes every block out of tc's small bins and stashes (tc->large.lock
- * held, owner asleep outside dpmalloc); NULL, with tc untouched, if there
- * is no memory for the buffer. */
+ * held, owner asleep outside dpmalloc); NULL, with tc untouched, if it
+ * holds none or there is no memory for the buffer. */
 static detached_t *detach_small(tcache_t *tc, size_t *bytes)
 {
     unsigned n = 0;
@@ -672,8 +672,10 @@ static detached_t *detach_small(tcache_t *tc, size_t *bytes)
         n += tc_bin_count(&tc->bins[c]);
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         n += tc->stashes[k].n;
-    size_t map_bytes = round_up(sizeof(detached_t) + (size_t)n * sizeof(void *), os_page_size());
-    detached_t *d = os_map_aligned(map_bytes, os_page_size());
+    if (n == 0)
+        return NULL;
+    size_t map_bytes = round_up(sizeof(detached_t) + (size_t)n * sizeof(void *), PAGE);
+    detached_t *d = os_map_aligned(map_bytes, PAGE);
     if (d == NULL)
         return NULL;
     d->next = NULL;

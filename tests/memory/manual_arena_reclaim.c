@@ -19,13 +19,19 @@
  *   blocks go home; each (outermost) callback mallocs and frees, reads
  *   statistics through dpm_ctl and calls malloc_trim(0) itself, which
  *   would deadlock (the child's time limit fails the test) if the
- *   reclaimer held any allocator lock around the callback.
+ *   reclaimer held any allocator lock around the callback;
+ * - pin: in the first purge callback of the trim, while blocks taken from
+ *   the sleepers are on their way home, the sleepers wake, allocate and
+ *   exit (the arena has no thread left) and another thread destroys the
+ *   arena as soon as it may: it gets it only once the blocks are home,
+ *   every block checks out and every unit goes back to the source.
  *
  * usage: test_manual_arena_reclaim   (re-executes itself for each child)
  */
 #include "test.h"
 #include "../ctl/ctl_util.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -109,10 +115,14 @@ static void carve_free(void *ctx, void *addr, size_t size)
     pthread_mutex_unlock(&carve.lock);
 }
 
+static bool pin_window(void);
+
 static bool carve_purge(void *ctx, void *addr, size_t size)
 {
     (void)ctx;
     reenter();
+    if (pin_window())
+        return false;   /* quick: the rest of the sends is the window */
     pthread_mutex_lock(&carve.lock);
     carve.npurge++;
     carve.purged += size;
@@ -180,6 +190,7 @@ static int churn(uintptr_t tag, int rounds)
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int ready, release_now, failures, bind_errors;
+static pthread_t sleepers[NTHREADS];
 
 static void *sleeper(void *arg)
 {
@@ -220,8 +231,66 @@ static void *sleeper(void *arg)
     return NULL;
 }
 
+static void release_sleepers(void)
+{
+    pthread_mutex_lock(&lock);
+    release_now = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(sleepers[i], NULL);
+}
+
+/* ---- pin: the arena outlives the blocks on their way home ---- */
+
+static pthread_t main_thread, destroyer;
+static bool pin_armed;
+static int destroy_result = -1;
+static unsigned destroy_attempts;
+
+/* Destroys the arena as soon as it may be destroyed. */
+static void *destroyer_main(void *arg)
+{
+    (void)arg;
+    char name[64];
+    snprintf(name, sizeof name, "arena.%u.destroy", arena_index);
+    double t0 = test_now_s();
+    int err;
+    /* tries all the time: the reclaimer's sends take a millisecond */
+    while ((err = dpm_ctl(name, NULL, NULL, NULL, 0)) == EBUSY && test_now_s() - t0 < 20.0)
+        __atomic_fetch_add(&destroy_attempts, 1, __ATOMIC_RELAXED);
+    destroy_result = err;
+    return NULL;
+}
+
+/* In the first purge callback of the trim, while blocks taken from the
+ * sleepers are on their way home: the sleepers wake, allocate, exit and
+ * so leave the arena, and another thread tries to destroy it. The
+ * reclaimer's pin must refuse that until the last block is home. The
+ * trim's later purges fail at once: the sends spend their time between
+ * callbacks, where only the pin stands in the destroyer's way. */
+static bool pin_opened;
+
+static bool pin_window(void)
+{
+    if (!pthread_equal(pthread_self(), main_thread))
+        return false;
+    if (__atomic_exchange_n(&pin_armed, false, __ATOMIC_RELAXED)) {
+        release_sleepers();
+        pthread_create(&destroyer, NULL, destroyer_main, NULL);
+        while (__atomic_load_n(&destroy_attempts, __ATOMIC_RELAXED) == 0) {   /* refused: this purge */
+            struct timespec ts = {0, 100 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        pin_opened = true;
+    }
+    return pin_opened;
+}
+
 static int child(const char *mode)
 {
+    bool pin = strcmp(mode, "pin") == 0;
+    main_thread = pthread_self();
     carve.base = mmap(NULL, (NUNITS + 1) * UNIT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                       -1, 0);
     if (carve.base == MAP_FAILED)
@@ -233,9 +302,8 @@ static int child(const char *mode)
     /* the main thread polls the statistics: it caches nothing itself */
     bool off = false;
     dpm_ctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off));
-    pthread_t t[NTHREADS];
     for (uintptr_t i = 0; i < NTHREADS; i++)
-        pthread_create(&t[i], NULL, sleeper, (void *)(i + 1));
+        pthread_create(&sleepers[i], NULL, sleeper, (void *)(i + 1));
     pthread_mutex_lock(&lock);
     while (ready < NTHREADS)
         pthread_cond_wait(&cond, &lock);
@@ -255,7 +323,12 @@ static int child(const char *mode)
         /* callbacks reenter from now on: earlier, a sleeper's trim would
          * take the bins of the others already asleep */
         __atomic_store_n(&reenter_mode, strcmp(mode, "reenter") == 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&pin_armed, pin, __ATOMIC_RELAXED);
         printf("trim=%d\n", malloc_trim(0));
+        if (pin) {
+            pthread_join(destroyer, NULL);
+            printf("destroyed=%d\n", destroy_result);
+        }
     }
     pthread_mutex_lock(&carve.lock);
     size_t purged = carve.purged;
@@ -263,12 +336,8 @@ static int child(const char *mode)
     printf("after=%zu\narena_tcache_after=%zu\nsmall_allocated=%zu\npactive=%zu\npurged=%zu\n",
            stat_size("stats.tcache_bytes"), arena_stat("tcache_bytes"), arena_stat("small.allocated"),
            arena_stat("pactive"), purged);
-    pthread_mutex_lock(&lock);
-    release_now = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
-    for (int i = 0; i < NTHREADS; i++)
-        pthread_join(t[i], NULL);
+    if (!pin)
+        release_sleepers();
     uint64_t reclaims = 0;
     size_t l = sizeof(reclaims);
     dpm_ctl("stats.tcache_reclaims", &reclaims, &l, NULL, 0);
@@ -277,7 +346,7 @@ static int child(const char *mode)
     /* every thread left: the arena goes, and every unit back to the source */
     char name[64];
     snprintf(name, sizeof name, "arena.%u.destroy", arena_index);
-    printf("destroy=%d\n", dpm_ctl(name, NULL, NULL, NULL, 0));
+    printf("destroy=%d\n", pin ? destroy_result : dpm_ctl(name, NULL, NULL, NULL, 0));
     printf("outstanding=%zu\n", carve.outstanding);
     return 0;
 }
@@ -328,6 +397,22 @@ TEST(callbacks_run_with_no_allocator_lock_held)
     expect_reclaimed("reenter");
 }
 
+TEST(arena_outlives_blocks_on_their_way_home)
+{
+    /* a few times: the destroyer may miss the sends (without the pin it
+     * broke the heap in about two runs of three) */
+    for (int run = 0; run < 4; run++) {
+        if (!spawn_mode(self_exe, "pin", "dirty_decay_ms:0", 60, &res))
+            return;
+        EXPECT_EQ_U(spawn_kv(&res, "destroyed"), 0);
+        EXPECT_GE_U(spawn_kv(&res, "reclaims"), NTHREADS);
+        EXPECT_EQ_U(spawn_kv(&res, "bind_errors"), 0);
+        EXPECT_EQ_U(spawn_kv(&res, "failures"), 0);
+        EXPECT_EQ_U(spawn_kv(&res, "broken"), 0);
+        EXPECT_EQ_U(spawn_kv(&res, "outstanding"), 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--child") == 0)
@@ -339,5 +424,6 @@ int main(int argc, char **argv)
     RUN(trim_takes_bound_sleepers_bins_to_the_source);
     RUN(background_thread_takes_bound_sleepers_bins);
     RUN(callbacks_run_with_no_allocator_lock_held);
+    RUN(arena_outlives_blocks_on_their_way_home);
     return test_done();
 }
