@@ -102,6 +102,7 @@ static arena_t *arena_create(unsigned index, bool manual, const char *name, cons
     a->manual = manual;
     a->destroyed = false;
     a->nthreads = 0;
+    a->homing_in_flight = 0;
     a->incarnation = 0;
     arena_fresh_state(a, name, false, src, node);
     return a;
@@ -553,7 +554,8 @@ static int release_arena(unsigned index, uint32_t may_be_bound, bool destroy)
         err = ENOENT;
     else if (!a->manual || a->node >= 0)
         err = EPERM;   /* automatic and node arenas serve every thread */
-    else if (__atomic_load_n(&a->nthreads, __ATOMIC_ACQUIRE) > may_be_bound)
+    else if (__atomic_load_n(&a->nthreads, __ATOMIC_ACQUIRE) > may_be_bound ||
+             __atomic_load_n(&a->homing_in_flight, __ATOMIC_ACQUIRE) != 0)
         err = EBUSY;
     if (err == 0)
         err = release_all(a, &give_back, &src);
@@ -1116,5 +1118,5 @@ void arenas_postfork_child(void)
     unsigned n = narenas_total;
     for (unsigned i = 0; i < n; i++)
         if (arenas[i] != NULL)
-            arenas[i]->nthreads = 0;
+            arenas[i]->nthreads = arenas[i]->homing_in_flight = 0;
 }

@@ -60,6 +60,11 @@ typedef struct arena {
      * with release order after the thread's cache gave back the arena's
      * blocks: reset and destroy read it under arenas_lock. */
     uint32_t nthreads;
+    /* Batches of blocks taken out of a sleeping bound thread's cache that
+     * a reclaimer is sending home with no lock held (tcaches_reclaim):
+     * reset and destroy refuse with EBUSY meanwhile, as while threads are
+     * bound. Raised only while the owner is still bound. */
+    uint32_t homing_in_flight;
     /* Held by whoever has runs out of the page heap being purged (the
      * madvise runs without `lock`); reset, destroy, reuse and fork take it
      * first, so they never see those runs missing. Part of the identity: a

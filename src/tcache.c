@@ -307,16 +307,22 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 }
 
 /* Returns n cached blocks of class c to their slabs or page heaps. */
-static void send_home(void **objs, unsigned n, unsigned c)
+/* Free blocks in slabs (and freed large blocks) never hold the key, so a
+ * fill hands its blocks out untouched: every block leaving a cache for
+ * its home has it cleared here. These blocks were freed into the cache a
+ * little while ago: their key line is still warm. */
+static void clear_keys(void **objs, size_t n)
 {
-    /* Free blocks in slabs (and freed large blocks) never hold the key, so
-     * a fill hands its blocks out untouched. These blocks were freed into
-     * the cache a little while ago: their key line is still warm. */
-    for (unsigned i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         DPM_ANN_OPEN_KEY(objs[i]);
         *tc_key_word(objs[i]) = 0;
         DPM_ANN_CLOSE_KEY(objs[i]);
     }
+}
+
+static void send_home(void **objs, unsigned n, unsigned c)
+{
+    clear_keys(objs, n);
     if (c < NSMALL) {
         arena_bin_flush(objs, n);
         return;
@@ -337,6 +343,25 @@ static void send_home(void **objs, unsigned n, unsigned c)
  * TC_NCACHED_LIMIT). */
 #define FLUSH_CHUNK SLAB_MAX_OBJS
 
+/* Moves the k oldest blocks of bin c (k <= its count) to out and slides
+ * the rest up, leaving the bin whole with what it still holds. */
+static void take_oldest(tcache_t *tc, unsigned c, unsigned k, void **out)
+{
+    tc_bin_t *b = &tc->bins[c];
+    unsigned count = tc_bin_count(b);
+    void **top = tc_bin_top(b);
+    memcpy(out, top - k, k * sizeof(void *));
+    unsigned rest = count - k;
+    /* slide the rest up; slots are read by other threads (tcache.h) */
+    for (unsigned i = rest; i-- > 0;)
+        __atomic_store_n(&top[-(ptrdiff_t)rest + i], b->head[i], __ATOMIC_RELAXED);
+    /* release: a reader that sees the new head sees the slid slots */
+    __atomic_store_n(&b->head, top - rest, __ATOMIC_RELEASE);
+    b->hot = top[-(ptrdiff_t)rest];
+    b->low_lo = low16(b->head);
+    tc->stats[c].fresh = 0;   /* slid slots hold pushed blocks */
+}
+
 static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 {
     tc_bin_t *b = &tc->bins[c];
@@ -347,18 +372,7 @@ static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
     void *out[FLUSH_CHUNK];
     while ((count = tc_bin_count(b)) > keep) {
         unsigned k = count - keep < FLUSH_CHUNK ? count - keep : FLUSH_CHUNK;
-        void **top = tc_bin_top(b);
-        void **oldest = top - k;
-        memcpy(out, oldest, k * sizeof(void *));
-        unsigned rest = count - k;
-        /* slide the rest up; slots are read by other threads (tcache.h) */
-        for (unsigned i = rest; i-- > 0;)
-            __atomic_store_n(&top[-(ptrdiff_t)rest + i], b->head[i], __ATOMIC_RELAXED);
-        /* release: a reader that sees the new head sees the slid slots */
-        __atomic_store_n(&b->head, top - rest, __ATOMIC_RELEASE);
-        b->hot = top[-(ptrdiff_t)rest];
-        b->low_lo = low16(b->head);
-        tc->stats[c].fresh = 0;   /* slid slots hold pushed blocks */
+        take_oldest(tc, c, k, out);
         send_home(out, k, c);
     }
     counter_add(&tc->stats[c].nflushes, 1);
@@ -381,13 +395,19 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p)
 
 /* Empties the stash before its blocks go home (a callback run by the
  * flush may use the stashes; see flush_oldest). */
-static void stash_flush(phased_stash_t *st)
+static unsigned stash_take(phased_stash_t *st, void **out)
 {
-    void *out[TC_PHASED_BATCH];
     unsigned n = st->n;
     memcpy(out, st->objs, n * sizeof(void *));
     st->n = 0;
     st->bin = NULL;
+    return n;
+}
+
+static void stash_flush(phased_stash_t *st)
+{
+    void *out[TC_PHASED_BATCH];
+    unsigned n = stash_take(st, out);
     if (n != 0)
         arena_bin_flush(out, n);
 }
@@ -659,6 +679,81 @@ static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
 }
 #endif
 
+/* The small bins and stashes of a sleeping thread bound to a manual
+ * arena, taken out under the reclaimer's locks and sent home once it has
+ * dropped them all: their arena's page source (user code) may run then.
+ * The blocks are in no cache meanwhile, so the arena is pinned
+ * (homing_in_flight: reset and destroy refuse with EBUSY) until they are
+ * home; the owner may wake, unbind and exit in the meantime. The buffer
+ * is mapped for the occasion: a bin can hold thousands of blocks. */
+typedef struct detached {
+    struct detached *next;
+    arena_t *arena;
+    size_t map_bytes;
+    uint64_t fork_gen;            /* a forked child zeroes the pins */
+    unsigned n;
+    void *objs[];
+} detached_t;
+
+static uint64_t fork_gen;
+
+#if !DPM_TSAN
+/* Takes every block out of tc's small bins and stashes (tc->large.lock
+ * held, owner asleep outside dpmalloc); NULL, with tc untouched, if it
+ * holds none or there is no memory for the buffer. */
+static detached_t *detach_small(tcache_t *tc, size_t *bytes)
+{
+    unsigned n = 0;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++)
+        n += tc_bin_count(&tc->bins[c]);
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
+        n += tc->stashes[k].n;
+    if (n == 0)
+        return NULL;
+    size_t map_bytes = round_up(sizeof(detached_t) + (size_t)n * sizeof(void *), PAGE);
+    detached_t *d = os_map_aligned(map_bytes, PAGE);
+    if (d == NULL)
+        return NULL;
+    d->next = NULL;
+    d->arena = tc->arena;
+    d->map_bytes = map_bytes;
+    d->n = 0;
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        unsigned k = tc_bin_count(&tc->bins[c]);
+        if (k == 0)
+            continue;
+        *bytes += (size_t)k * sc_size(c);
+        take_oldest(tc, c, k, d->objs + d->n);
+        d->n += k;
+        counter_add(&tc->stats[c].nflushes, 1);
+    }
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++) {
+        phased_stash_t *st = &tc->stashes[k];
+        if (st->bin != NULL)
+            *bytes += (size_t)st->n * st->bin->objsize;
+        d->n += stash_take(st, d->objs + d->n);
+    }
+    d->fork_gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->arena->homing_in_flight, 1, __ATOMIC_SEQ_CST);
+    return d;
+}
+#endif
+
+/* With no allocator lock held: the blocks go home (page-source callbacks
+ * may run, and may call into dpmalloc), then the arena is unpinned. */
+static void send_detached(detached_t *d)
+{
+    while (d != NULL) {
+        detached_t *next = d->next;
+        clear_keys(d->objs, d->n);
+        arena_bin_flush(d->objs, d->n);
+        if (d->fork_gen == __atomic_load_n(&fork_gen, __ATOMIC_RELAXED))
+            __atomic_fetch_sub(&d->arena->homing_in_flight, 1, __ATOMIC_RELEASE);
+        os_unmap(d, d->map_bytes);
+        d = next;
+    }
+}
+
 /* Empties the small bins of another thread's cache while that thread
  * sleeps. Its fast paths take no lock and no atomic, so the reclaimer
  * first points the thread's tls_tcache at tcache_empty: from then on its
@@ -674,17 +769,20 @@ static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
  * could sit over an interrupted malloc: a handler runs with its signal
  * blocked, so a thread whose blocked signals (/proc SigBlk) differ from
  * the mask it last recorded in a slow path is left alone. Anything else (running, other system calls, /proc
- * unreadable) leaves the bins alone. Under the thread sanitizer, which
- * cannot see the ordering the kernel gives, only large caches are
- * reclaimed. */
+ * unreadable) leaves the bins alone. A thread bound to a manual arena
+ * caches that arena's blocks, whose page source may be user code: its
+ * blocks are taken out here and pushed on *out, to be sent home by the
+ * caller once it holds no lock (send_detached). Under the thread
+ * sanitizer, which cannot see the ordering the kernel gives, only large
+ * caches are reclaimed. */
 static uint64_t reclaims;
 
 uint64_t tcaches_reclaims(void) { return __atomic_load_n(&reclaims, __ATOMIC_RELAXED); }
 
-static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns)
+static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns, detached_t **out)
 {
 #if DPM_TSAN
-    (void)tc, (void)idle_only, (void)now_ns;
+    (void)tc, (void)idle_only, (void)now_ns, (void)out;
     return 0;
 #else
     unsigned cached;
@@ -725,13 +823,16 @@ static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns)
     if (!asleep || depth != 0 || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0 ||
         __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED) != seq)
         goto out;   /* its next slow path puts the cache back as it is */
-    /* A thread bound to a manual arena caches that arena's blocks, whose
-     * page source may be user code: it must not run under this pass's
-     * locks (cache list, large cache). */
-    if (tc->arena->manual)
-        goto out;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    bytes = flush_small(tc);
+    if (tc->arena->manual) {
+        detached_t *d = detach_small(tc, &bytes);
+        if (d == NULL)
+            goto out;
+        d->next = *out;
+        *out = d;
+    } else {
+        bytes = flush_small(tc);
+    }
     __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
     tc->idle_sig = 0;
     tc->idle_since_ns = 0;
@@ -752,13 +853,15 @@ size_t tcaches_reclaim(bool idle_only, const arena_t *only)
      * on without end. The cache is flushed by the next call made outside. */
     if (own != NULL && !idle_only && ph_source_calls_here == 0)
         sent += flush_small(own);
+    detached_t *detached = NULL;
     mutex_lock(&tcaches_lock);
     list_for_each(tcache_t, tc, &tcaches_live, link) {
         sent += tcache_large_flush(tc, idle_only, only);
         if (tc != own)
-            sent += reclaim_small(tc, idle_only, now);
+            sent += reclaim_small(tc, idle_only, now, &detached);
     }
     mutex_unlock(&tcaches_lock);
+    send_detached(detached);
     return sent;
 }
 
@@ -782,6 +885,8 @@ void tcaches_postfork_parent(void)
 void tcaches_postfork_child(void)
 {
     mutex_init(&tcaches_lock);
+    /* arenas_postfork_child zeroed the pins of blocks in flight home */
+    fork_gen++;
     /* Only the forking thread lives on. The other threads' large caches
      * were locked by prefork, so they are whole: their blocks go home (the
      * arenas work again by now). Their small bins may have been in the
