@@ -632,7 +632,8 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
  * it has the fewest threads, and its pages are resident), and once it has been orphaned
  * for ORPHAN_GRACE_MS, the next page-heap allocation of any other arena
  * purges its dirty pages (arenas_purge_orphans); the pages that frees of
- * its blocks by other threads give it meanwhile decay at once. Manual
+ * its blocks by other threads give it wait with the rest until then, and
+ * decay at once after. Manual
  * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
  * purge") is kept. Read without the arena lock (dirty_decay_ms may be
  * changed under it by the ctl). */
@@ -642,7 +643,17 @@ static bool orphaned(const arena_t *a)
            __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;
 }
 
-static int64_t dirty_ms_now(const arena_t *a) { return orphaned(a) ? 0 : a->dirty_decay_ms; }
+/* An orphan still in its grace keeps its dirty pages for the thread that
+ * may take it: a purge pass with decay 0 would take all of them, not just
+ * the pages a remote free gave it. */
+static int64_t dirty_ms_now(const arena_t *a)
+{
+    if (!orphaned(a))
+        return a->dirty_decay_ms;
+    if (__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) && !orphan_due(a, NULL, os_now_ns()))
+        return __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED);
+    return 0;
+}
 
 #define DECAY_TICKS_PER_CLOCK 8
 
