@@ -19,6 +19,7 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 
 static bool orphaned(const arena_t *a);
+static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms);
 
 /* Automatic arenas whose orphan_pending is set. */
 static unsigned orphans_pending;
@@ -36,6 +37,15 @@ static bool orphan_claim(arena_t *a)
         return false;
     __atomic_fetch_sub(&orphans_pending, 1, __ATOMIC_RELAXED);
     return true;
+}
+
+/* An allocation from a: if a is an orphan in its grace, the allocating
+ * thread takes its pages over (no purge then). One relaxed load; only on
+ * bin fills and large allocations. */
+static void orphan_take(arena_t *a)
+{
+    if (unlikely(__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED)))
+        orphan_claim(a);
 }
 
 /* bin_tags[manual][c]; only meaningful once bin_tags_set. */
@@ -185,15 +195,14 @@ arena_t *arena_choose(bool bind)
             best = arena_get(0);
         if (best == NULL || !bind)
             return best;
+        /* an orphan's pages become this thread's at its first allocation
+         * (orphan_take): a thread that only frees must not keep them */
         if (attempt >= 3) {
             __atomic_fetch_add(&best->nthreads, 1, __ATOMIC_RELAXED);
-            orphan_claim(best);
             return best;
         }
-        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            orphan_claim(best);   /* its pages are this thread's now, not the purge's */
+        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             return best;
-        }
     }
 }
 
@@ -428,6 +437,7 @@ static void slab_release(arena_t *a, span_t *s)
 unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
 {
     arena_t *a = bin->arena;
+    orphan_take(a);
     lock_elided_t held = mutex_lock_elidable(&bin->lock);
     unsigned n = bin_take(bin, out, want);
     while (n < want) {
@@ -618,8 +628,10 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (orphan_due(a, except, now_ns) && orphan_claim(a) && orphaned(a))
-            arena_decay_now(a, false);
+        /* nthreads may count a thread that took the arena but has not
+         * allocated since (it only frees): its pages go all the same */
+        if (orphan_due(a, except, now_ns) && orphan_claim(a) && __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED) > 0)
+            decay_with(a, 0, a->muzzy_decay_ms);
     }
 }
 
@@ -630,8 +642,9 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
  * perhaps for ever, while the live threads fault in fresh pages of their
  * own arenas. The next new thread takes such an arena first (arena_choose:
  * it has the fewest threads, and its pages are resident), and once it has been orphaned
- * for ORPHAN_GRACE_MS, the next page-heap allocation of any other arena
- * purges its dirty pages (arenas_purge_orphans); the pages that frees of
+ * for ORPHAN_GRACE_MS without an allocation from it (orphan_take), the
+ * next page-heap allocation of any other arena purges its dirty pages
+ * (arenas_purge_orphans); the pages that frees of
  * its blocks by other threads give it wait with the rest until then, and
  * decay at once after. Manual
  * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
@@ -807,7 +820,11 @@ size_t arena_decay_pass(arena_t *a)
 
 size_t arena_decay_now(arena_t *a, bool everything)
 {
-    int64_t dirty_ms = everything ? 0 : dirty_ms_now(a), muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
+    return decay_with(a, everything ? 0 : dirty_ms_now(a), everything ? 0 : a->muzzy_decay_ms);
+}
+
+static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms)
+{
     size_t released = 0;
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
@@ -889,6 +906,7 @@ size_t arena_large_usable(size_t size, size_t in_page)
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
+    orphan_take(a);
     size_t in_page;
     page_request_t pr = {.zero = req->zero};
     place_large(req, &in_page, &pr);
