@@ -19,6 +19,7 @@ unsigned narenas_auto;
 static dpm_mutex_t arenas_lock = DPM_MUTEX_INITIALIZER;
 
 static bool orphaned(const arena_t *a);
+static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms);
 
 /* Automatic arenas whose orphan_pending is set. */
 static unsigned orphans_pending;
@@ -36,6 +37,15 @@ static bool orphan_claim(arena_t *a)
         return false;
     __atomic_fetch_sub(&orphans_pending, 1, __ATOMIC_RELAXED);
     return true;
+}
+
+/* An allocation from a: if a is an orphan in its grace, the allocating
+ * thread takes its pages over (no purge then). One relaxed load; only on
+ * bin fills and large allocations. */
+static void orphan_take(arena_t *a)
+{
+    if (unlikely(__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED)))
+        orphan_claim(a);
 }
 
 /* bin_tags[manual][c]; only meaningful once bin_tags_set. */
@@ -186,15 +196,14 @@ arena_t *arena_choose(bool bind)
             best = arena_get(0);
         if (best == NULL || !bind)
             return best;
+        /* an orphan's pages become this thread's at its first allocation
+         * (orphan_take): a thread that only frees must not keep them */
         if (attempt >= 3) {
             __atomic_fetch_add(&best->nthreads, 1, __ATOMIC_RELAXED);
-            orphan_claim(best);
             return best;
         }
-        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            orphan_claim(best);   /* its pages are this thread's now, not the purge's */
+        if (__atomic_compare_exchange_n(&best->nthreads, &load, load + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             return best;
-        }
     }
 }
 
@@ -429,6 +438,7 @@ static void slab_release(arena_t *a, span_t *s)
 unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
 {
     arena_t *a = bin->arena;
+    orphan_take(a);
     lock_elided_t held = mutex_lock_elidable(&bin->lock);
     unsigned n = bin_take(bin, out, want);
     while (n < want) {
@@ -620,8 +630,10 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (orphan_due(a, except, now_ns) && orphan_claim(a) && orphaned(a))
-            arena_decay_now(a, false);
+        /* nthreads may count a thread that took the arena but has not
+         * allocated since (it only frees): its pages go all the same */
+        if (orphan_due(a, except, now_ns) && orphan_claim(a) && __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED) > 0)
+            decay_with(a, 0, a->muzzy_decay_ms);
     }
 }
 
@@ -632,9 +644,11 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
  * perhaps for ever, while the live threads fault in fresh pages of their
  * own arenas. The next new thread takes such an arena first (arena_choose:
  * it has the fewest threads, and its pages are resident), and once it has been orphaned
- * for ORPHAN_GRACE_MS, the next page-heap allocation of any other arena
- * purges its dirty pages (arenas_purge_orphans); the pages that frees of
- * its blocks by other threads give it meanwhile decay at once. Manual
+ * for ORPHAN_GRACE_MS without an allocation from it (orphan_take), the
+ * next page-heap allocation of any other arena purges its dirty pages
+ * (arenas_purge_orphans); the pages that frees of
+ * its blocks by other threads give it wait with the rest until then, and
+ * decay at once after. Manual
  * arenas serve dpm_malloc_arena without any thread bound, and -1 ("never
  * purge") is kept. Read without the arena lock (dirty_decay_ms may be
  * changed under it by the ctl). */
@@ -644,7 +658,17 @@ static bool orphaned(const arena_t *a)
            __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED) == 0;
 }
 
-static int64_t dirty_ms_now(const arena_t *a) { return orphaned(a) ? 0 : a->dirty_decay_ms; }
+/* An orphan still in its grace keeps its dirty pages for the thread that
+ * may take it: a purge pass with decay 0 would take all of them, not just
+ * the pages a remote free gave it. */
+static int64_t dirty_ms_now(const arena_t *a)
+{
+    if (!orphaned(a))
+        return a->dirty_decay_ms;
+    if (__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) && !orphan_due(a, NULL, os_now_ns()))
+        return __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED);
+    return 0;
+}
 
 #define DECAY_TICKS_PER_CLOCK 8
 
@@ -798,7 +822,11 @@ size_t arena_decay_pass(arena_t *a)
 
 size_t arena_decay_now(arena_t *a, bool everything)
 {
-    int64_t dirty_ms = everything ? 0 : dirty_ms_now(a), muzzy_ms = everything ? 0 : a->muzzy_decay_ms;
+    return decay_with(a, everything ? 0 : dirty_ms_now(a), everything ? 0 : a->muzzy_decay_ms);
+}
+
+static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms)
+{
     size_t released = 0;
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
@@ -880,6 +908,7 @@ size_t arena_large_usable(size_t size, size_t in_page)
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
+    orphan_take(a);
     size_t in_page;
     page_request_t pr = {.zero = req->zero};
     place_large(req, &in_page, &pr);

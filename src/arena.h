@@ -208,8 +208,8 @@ size_t arena_decay_pass(arena_t *a);
  * locks are leaves, so callers may hold a bin lock. */
 void arenas_release_free_memory(void);
 /* Purges the dirty pages of the automatic arenas that their last thread
- * left at least ORPHAN_GRACE_MS before now_ns and that no thread took
- * since (but except's); nothing when there are none (one relaxed load).
+ * left at least ORPHAN_GRACE_MS before now_ns and that no thread
+ * allocated from since (but except's); nothing when there are none (one relaxed load).
  * Called without any arena lock held. */
 void arenas_purge_orphans(const arena_t *except, uint64_t now_ns);
 /* Whether arenas_purge_orphans(except, now_ns) would purge anything. */
