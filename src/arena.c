@@ -380,8 +380,10 @@ static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t 
         errno = saved_errno;
     }
     /* pages for a live thread while an orphaned arena keeps its own:
-     * those go (s is ours meanwhile; arena locks are leaves, bin -> purge) */
-    if (s != NULL && unlikely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) != 0)) {
+     * those go (s is ours meanwhile; arena locks are leaves, bin -> purge).
+     * Not from a manual arena: its destroy or reset must not find the lock
+     * free in the middle of an allocation. */
+    if (s != NULL && !a->manual && unlikely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) != 0)) {
         arena_clock_refresh(a);
         uint64_t now = a->clock_ns;
         if (arenas_orphans_due(a, now)) {
