@@ -97,7 +97,7 @@ static void *alloc_slow_body(size_t size)
         return p != NULL ? p : fail_nomem();
     }
     if (c >= NSMALL) {
-        void *p = tcache_large_take(tc, size);
+        void *p = tcache_large_take(tc, size, c);
         if (p != NULL)
             return p;
     }
@@ -448,7 +448,11 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     if (align <= QUANTUM && off == 0)
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     if (align <= PAGE) {
-        unsigned c = sc_of_size_aligned(size, align);
+        /* the plain class when its size is a multiple of align (every
+         * large class is): sc_of_size_aligned starts from it and would
+         * stop there */
+        unsigned plain = sc_of_size(size);
+        unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : sc_of_size_aligned(size, align);
         /* cached large classes are page aligned, so they serve too */
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
@@ -457,11 +461,11 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
-    }
-    if (align <= PAGE && off == 0 && !zero) {
-        void *p = tcache_large_take(tcache_mine(), size);
-        if (p != NULL)
-            return p;
+        if (off == 0 && !zero) {
+            void *p = tcache_large_take(tcache_mine(), size, plain);
+            if (p != NULL)
+                return p;
+        }
     }
     arena_t *a = thread_arena();
     if (a == NULL)

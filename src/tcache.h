@@ -324,8 +324,9 @@ void tcache_large_init(large_cache_t *lc, bool recycled);
  * home to stay within the budgets; false if s does not qualify (not a
  * whole class-sized block of tc's automatic arena, over a budget). */
 bool tcache_large_put(tcache_t *tc, span_t *s);
-/* A cached block of size's class (page aligned), or NULL. */
-void *tcache_large_take(tcache_t *tc, size_t size);
+/* A cached block of size's class c (sc_of_size(size), page aligned), or
+ * NULL. */
+void *tcache_large_take(tcache_t *tc, size_t size, unsigned c);
 /* A cached block that realloc grew, cut down to what a fresh block of
  * size bytes gets (page aligned; sizes below the large classes too), or
  * NULL: the start of a new chain of growth. */
