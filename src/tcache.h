@@ -337,9 +337,15 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size);
  * any, is given to s (s->usable covers all its pages again) and the
  * caller resizes as usual. */
 bool tcache_large_slack_resize(span_t *s, size_t size);
+void tcache_large_slack_end(span_t *s);
 /* Gives live large block s all its pages as usable bytes, ending its
- * slack, if it has some: before it is freed or resized in the page heap. */
-void tcache_large_slack_detach(span_t *s);
+ * slack, if it has some: before it is freed or resized in the page heap.
+ * Inline: most blocks have none, and every free of a large block asks. */
+DPM_INLINE void tcache_large_slack_detach(span_t *s)
+{
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE) != NULL)
+        tcache_large_slack_end(s);
+}
 /* Sends tc's large blocks home (those of arena `only`, or all if NULL);
  * idle_only: only if the cache was not used since the last such call.
  * Any thread may call it. Returns the usable bytes sent home. */

@@ -304,7 +304,8 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
     return served;
 }
 
-void tcache_large_slack_detach(span_t *s)
+/* tcache_large_slack_detach of a block that had slack when it looked. */
+void tcache_large_slack_end(span_t *s)
 {
     large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
     if (lc == NULL)
