@@ -206,7 +206,7 @@ void free_slow(void *p, const char *call)
 {
     if (p == NULL)
         return;
-    span_t *s = checked_span(p, call);
+    span_t *s = checked_span_inline(p, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
         return;

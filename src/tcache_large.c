@@ -104,7 +104,7 @@ static void slack_forget(large_cache_t *lc)
 
 /* Cuts the slack off its block into the page heap (lock held); false if
  * the page heap had no descriptor for the cut (the slack stays). */
-static bool slack_cut(large_cache_t *lc)
+DPM_INLINE bool slack_cut(large_cache_t *lc)
 {
     if (lc->slack == NULL)
         return true;
@@ -206,7 +206,7 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
  * as slack (see above), or, if the cache's slack cannot move to it, has
  * them cut off into the page heap, dirty, right after it, where the
  * chain's next step takes them back. */
-static void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only)
+DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only)
 {
     large_cache_t *lc = &tc->large;
     size_t exact = c >= NSMALL ? sc_size(c) : 0;
