@@ -319,8 +319,8 @@ static void *grown_block(size_t size, size_t align)
  * whose slack it ended has more now; their contents are not the
  * program's). Out of line: inlined, its allocation and free fast paths
  * would make every in-place resize save and restore their registers. */
-static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, size_t old_usable, size_t size, size_t align,
-                        const char *call)
+static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, size_t old_usable, size_t size,
+                                                  size_t align, const char *call)
 {
     void *q;
     if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)

@@ -337,6 +337,7 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size);
  * any, is given to s (s->usable covers all its pages again) and the
  * caller resizes as usual. */
 bool tcache_large_slack_resize(span_t *s, size_t size);
+/* tcache_large_slack_detach's locked part. */
 void tcache_large_slack_end(span_t *s);
 /* Gives live large block s all its pages as usable bytes, ending its
  * slack, if it has some: before it is freed or resized in the page heap.
