@@ -97,7 +97,7 @@ static void *alloc_slow_body(size_t size)
         return p != NULL ? p : fail_nomem();
     }
     if (c >= NSMALL) {
-        void *p = tcache_large_take(tc, size);
+        void *p = tcache_large_take(tc, size, c);
         if (p != NULL)
             return p;
     }
@@ -138,7 +138,7 @@ void *alloc_slow(size_t size)
 }
 
 /* Validates p against its span; returns the span or aborts naming call. */
-static span_t *checked_span(const void *p, const char *call)
+DPM_INLINE span_t *checked_span_inline(const void *p, const char *call)
 {
     span_t *s = span_of(p);
     if (s == NULL)
@@ -152,6 +152,8 @@ static span_t *checked_span(const void *p, const char *call)
         dpm_misuse(call, p, "double free of");
     return s;
 }
+
+static span_t *checked_span(const void *p, const char *call) { return checked_span_inline(p, call); }
 
 static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
 
@@ -204,7 +206,7 @@ void free_slow(void *p, const char *call)
 {
     if (p == NULL)
         return;
-    span_t *s = checked_span(p, call);
+    span_t *s = checked_span_inline(p, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
         return;
@@ -315,9 +317,10 @@ static void *grown_block(size_t size, size_t align)
 
 /* old_usable: p's usable bytes before realloc looked at it (a block
  * whose slack it ended has more now; their contents are not the
- * program's). */
-static void *move_block(void *p, span_t *old_span, size_t old_usable, size_t size, size_t align,
-                        const char *call)
+ * program's). Out of line: inlined, its allocation and free fast paths
+ * would make every in-place resize save and restore their registers. */
+static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, size_t old_usable, size_t size,
+                                                  size_t align, const char *call)
 {
     void *q;
     if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)
@@ -345,8 +348,13 @@ static void *move_block(void *p, span_t *old_span, size_t old_usable, size_t siz
     return q;
 }
 
-static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, const char *call)
+/* Realloc of live block p (validated here: one frame for the look-up and
+ * the resize, which is most of a large block's realloc). */
+static void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
+    span_t *s = checked_span_inline(p, call);
+    if (unlikely(size > ALLOC_MAX))
+        return fail_nomem();
     DPM_ANN_REALLOC_BEGIN(p);
     tcache_check_not_cached(p, s, call, "use after free of");
     size_t old = span_usable(s);
@@ -382,19 +390,21 @@ static void *realloc_in_span(void *p, span_t *s, size_t size, size_t align, cons
     return move_block(p, s, old, size, align, call);
 }
 
+/* realloc to 0 bytes frees p; out of line for the reason move_block is. */
+static __attribute__((noinline)) void *realloc_to_zero(void *p, const char *call)
+{
+    DPM_ANN_FREE(p);
+    free_fast(p, call);
+    return NULL;
+}
+
 void *realloc_impl(void *p, size_t size, const char *call)
 {
     if (p == NULL)
         return alloc_fast(size);
-    if (size == 0) {
-        DPM_ANN_FREE(p);
-        free_fast(p, call);
-        return NULL;
-    }
-    span_t *s = checked_span(p, call);
-    if (unlikely(size > ALLOC_MAX))
-        return fail_nomem();
-    return realloc_in_span(p, s, size, QUANTUM, call);
+    if (size == 0)
+        return realloc_to_zero(p, call);
+    return realloc_checked(p, size, QUANTUM, call);
 }
 
 /* ---- aligned and at-offset --------------------------------------------- */
@@ -448,7 +458,11 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     if (align <= QUANTUM && off == 0)
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     if (align <= PAGE) {
-        unsigned c = sc_of_size_aligned(size, align);
+        /* the plain class when its size is a multiple of align (every
+         * large class is): sc_of_size_aligned starts from it and would
+         * stop there */
+        unsigned plain = sc_of_size(size);
+        unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : sc_of_size_aligned(size, align);
         /* cached large classes are page aligned, so they serve too */
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
@@ -457,11 +471,11 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
-    }
-    if (align <= PAGE && off == 0 && !zero) {
-        void *p = tcache_large_take(tcache_mine(), size);
-        if (p != NULL)
-            return p;
+        if (off == 0 && !zero) {
+            void *p = tcache_large_take(tcache_mine(), size, plain);
+            if (p != NULL)
+                return p;
+        }
     }
     arena_t *a = thread_arena();
     if (a == NULL)
@@ -641,15 +655,9 @@ DPM_EXPORT void *dpm_realloc_aligned(void *p, size_t size, size_t align)
         DPM_ANN_ALLOC(q, size, false);
         return q;
     }
-    if (size == 0) {
-        DPM_ANN_FREE(p);
-        free_fast(p, "dpm_realloc_aligned");
-        return NULL;
-    }
-    span_t *s = checked_span(p, "dpm_realloc_aligned");
-    if (unlikely(size > ALLOC_MAX))
-        return fail_nomem();
-    void *q = realloc_in_span(p, s, size, align, "dpm_realloc_aligned");
+    if (size == 0)
+        return realloc_to_zero(p, "dpm_realloc_aligned");
+    void *q = realloc_checked(p, size, align, "dpm_realloc_aligned");
     DPM_ANN_REALLOC_DONE(p, q, size);
     return q;
 }

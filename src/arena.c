@@ -895,19 +895,6 @@ static void zero_large(span_t *s, size_t size)
     memset((void *)from, 0, size);
 }
 
-/* The usable bytes a fresh block of size bytes starting in_page bytes
- * into its first page gets: its class size (whole pages from 16 KiB up to
- * LARGE_ROUND_MAX), else whole pages. */
-size_t arena_large_usable(size_t size, size_t in_page)
-{
-    /* the class size by formula (SC_GROUP classes per doubling): realloc
-     * asks on every growth, and the class table is one more page to
-     * reach with a cold TLB */
-    if (in_page == 0 && size > SMALL_MAX && size <= LARGE_ROUND_MAX)
-        return round_up(size, (size_t)1 << (lg_floor(size - 1) - lg_floor(SC_GROUP)));
-    return round_up((size == 0 ? 1 : size) + in_page, PAGE) - in_page;
-}
-
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
     orphan_take(a);

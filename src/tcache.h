@@ -324,8 +324,9 @@ void tcache_large_init(large_cache_t *lc, bool recycled);
  * home to stay within the budgets; false if s does not qualify (not a
  * whole class-sized block of tc's automatic arena, over a budget). */
 bool tcache_large_put(tcache_t *tc, span_t *s);
-/* A cached block of size's class (page aligned), or NULL. */
-void *tcache_large_take(tcache_t *tc, size_t size);
+/* A cached block of size's class c (sc_of_size(size), page aligned), or
+ * NULL. */
+void *tcache_large_take(tcache_t *tc, size_t size, unsigned c);
 /* A cached block that realloc grew, cut down to what a fresh block of
  * size bytes gets (page aligned; sizes below the large classes too), or
  * NULL: the start of a new chain of growth. */
@@ -336,9 +337,16 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size);
  * any, is given to s (s->usable covers all its pages again) and the
  * caller resizes as usual. */
 bool tcache_large_slack_resize(span_t *s, size_t size);
+/* tcache_large_slack_detach's locked part. */
+void tcache_large_slack_end(span_t *s);
 /* Gives live large block s all its pages as usable bytes, ending its
- * slack, if it has some: before it is freed or resized in the page heap. */
-void tcache_large_slack_detach(span_t *s);
+ * slack, if it has some: before it is freed or resized in the page heap.
+ * Inline: most blocks have none, and every free of a large block asks. */
+DPM_INLINE void tcache_large_slack_detach(span_t *s)
+{
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE) != NULL)
+        tcache_large_slack_end(s);
+}
 /* Sends tc's large blocks home (those of arena `only`, or all if NULL);
  * idle_only: only if the cache was not used since the last such call.
  * Any thread may call it. Returns the usable bytes sent home. */

@@ -63,7 +63,7 @@ void tcache_large_init(large_cache_t *lc, bool recycled)
 }
 
 /* Removes block i (lock held) and returns it, no longer parked. */
-static span_t *large_remove(large_cache_t *lc, unsigned i)
+DPM_INLINE span_t *large_remove(large_cache_t *lc, unsigned i)
 {
     span_t *s = lc->blocks[i];
     for (unsigned k = i + 1; k < lc->n; k++)
@@ -104,7 +104,7 @@ static void slack_forget(large_cache_t *lc)
 
 /* Cuts the slack off its block into the page heap (lock held); false if
  * the page heap had no descriptor for the cut (the slack stays). */
-static bool slack_cut(large_cache_t *lc)
+DPM_INLINE bool slack_cut(large_cache_t *lc)
 {
     if (lc->slack == NULL)
         return true;
@@ -136,7 +136,7 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
  * one block touches no shared counter; everything if `all` (a flush: the
  * thread exits, or the cache sat idle, or it was asked to) and it is
  * empty. */
-static void large_trim_reservation(large_cache_t *lc, bool all)
+DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
 {
     /* An empty cache keeps its step of slack only while the cap is less
      * than half reserved: idle threads' empty caches never lock the
@@ -206,20 +206,27 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
  * as slack (see above), or, if the cache's slack cannot move to it, has
  * them cut off into the page heap, dirty, right after it, where the
  * chain's next step takes them back. */
-static void *large_take(tcache_t *tc, size_t size, bool cut_only)
+DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only)
 {
     large_cache_t *lc = &tc->large;
-    unsigned c = sc_of_size(size);
     size_t exact = c >= NSMALL ? sc_size(c) : 0;
     span_t *s = NULL;
     bool with_slack = false;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
-    for (unsigned i = lc->n; i-- > 0 && s == NULL && !cut_only;)
-        if (lc->blocks[i]->usable == exact)
+    /* newest first: the newest block of the class, else the newest grown
+     * block that is big enough, in one pass */
+    unsigned grown = lc->n;
+    for (unsigned i = lc->n; i-- > 0;) {
+        const span_t *b = lc->blocks[i];
+        if (b->usable == exact && !cut_only) {
             s = large_remove(lc, i);
-    for (unsigned i = lc->n; i-- > 0 && s == NULL;)
-        if (lc->blocks[i]->grew && lc->blocks[i]->usable > size)
-            s = large_remove(lc, i);
+            break;
+        }
+        if (grown == lc->n && b->grew && b->usable > size)
+            grown = i;
+    }
+    if (s == NULL && grown != lc->n)
+        s = large_remove(lc, grown);
     if (s != NULL && s->usable != exact) {
         size_t usable = arena_large_usable(size, 0);   /* cached blocks start on a page */
         /* one block has slack: an older one's is cut first */
@@ -253,18 +260,18 @@ static void *large_take(tcache_t *tc, size_t size, bool cut_only)
     return (void *)s->base;
 }
 
-void *tcache_large_take(tcache_t *tc, size_t size)
+void *tcache_large_take(tcache_t *tc, size_t size, unsigned c)
 {
     if (!large_cache_in_play(tc) || size > large_block_max() || size <= SMALL_MAX)
         return NULL;
-    return large_take(tc, size, false);
+    return large_take(tc, size, c, false);
 }
 
 void *tcache_large_take_grown(tcache_t *tc, size_t size)
 {
     if (!large_cache_in_play(tc) || size > large_block_max())
         return NULL;
-    return large_take(tc, size, true);
+    return large_take(tc, size, sc_of_size(size), true);
 }
 
 bool tcache_large_slack_resize(span_t *s, size_t size)
@@ -297,7 +304,8 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
     return served;
 }
 
-void tcache_large_slack_detach(span_t *s)
+/* tcache_large_slack_detach of a block that had slack when it looked. */
+void tcache_large_slack_end(span_t *s)
 {
     large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
     if (lc == NULL)
