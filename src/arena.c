@@ -608,6 +608,15 @@ void arena_unbind_thread(arena_t *a)
         __atomic_fetch_add(&orphans_pending, 1, __ATOMIC_RELAXED);
 }
 
+/* Slots that can hold an orphan: the automatic arenas created so far.
+ * Manual arenas (never orphans) above them are re-initialised in place
+ * by arenas.create, which a scan must not read. */
+static unsigned automatic_arenas_made(void)
+{
+    unsigned total = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE), nauto = __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);
+    return total < nauto ? total : nauto;
+}
+
 static bool orphan_due(const arena_t *a, const arena_t *except, uint64_t now_ns)
 {
     return a != NULL && a != except && __atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) &&
@@ -618,7 +627,7 @@ bool arenas_orphans_due(const arena_t *except, uint64_t now_ns)
 {
     if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
         return false;
-    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    unsigned n = automatic_arenas_made();
     for (unsigned i = 0; i < n; i++)
         if (orphan_due(__atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE), except, now_ns))
             return true;
@@ -629,7 +638,7 @@ void arenas_purge_orphans(const arena_t *except, uint64_t now_ns)
 {
     if (likely(__atomic_load_n(&orphans_pending, __ATOMIC_RELAXED) == 0))
         return;
-    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    unsigned n = automatic_arenas_made();
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         /* nthreads may count a thread that took the arena but has not
