@@ -19,6 +19,8 @@
  *   churn <size>    flush by overflowing the bin with other frees
  *   remote <size>   refill into another live thread's cache, freed by main
  *   realloc <size>  realloc of the refilled block ("use after free of")
+ *   validate <size> no misuse: dpm_rte_malloc_validate of the refilled
+ *                   (freed) block must say -1, not a live block
  * Exit 0: every case aborted as it must.
  */
 #include <pthread.h>
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include "dpmalloc.h"
+#include "dpmalloc/rte_compat.h"
 #include "test.h"
 
 static volatile uintptr_t *shared_ptr;   /* the pointer the child misuses */
@@ -92,6 +95,13 @@ static void *same_thread(void *arg)
     if ((verdict = free_flush_refill(the_size, v)) != 0)
         return NULL;
     *shared_ptr = (uintptr_t)v[N - 1];
+    if (strcmp(the_case, "validate") == 0) {
+        size_t sz = 0;
+        verdict = dpm_rte_malloc_validate(v[N - 1], &sz) == -1 ? 0 : 5;
+        if (verdict != 0)
+            fprintf(stderr, "validate: freed block %p reported live (%zu bytes)\n", v[N - 1], sz);
+        return NULL;
+    }
     if (strcmp(the_case, "realloc") == 0) {
         void *volatile r = dpm_realloc(launder(v[N - 1]), the_size / 2 + 1);
         (void)r;
@@ -154,7 +164,7 @@ static int child(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ctl|remote|realloc <size>\n", argv[0]);
+        fprintf(stderr, "usage: %s ctl|remote|realloc|validate <size>\n", argv[0]);
         return 2;
     }
     the_case = argv[1];
@@ -164,6 +174,8 @@ int main(int argc, char **argv)
         return 3;
     const char *want = strcmp(the_case, "realloc") == 0 ? "dpmalloc: realloc(): use after free of 0x"
                                                         : "dpmalloc: free(): double free of 0x";
+    if (strcmp(the_case, "validate") == 0)
+        return child(NULL) == 0 ? 0 : 1;
     struct test_child out;
     if (test_run_child(child, NULL, &out, 30) != 0)
         return 3;
