@@ -403,9 +403,6 @@ static span_t *slab_make(arena_t *a, const bin_t *bin, size_t *need_bytes)
     }
     if (s != NULL) {
         bin_format_slab(bin, s);
-        /* pages that held blocks before may hold the free key (flushed
-         * blocks keep it, tcache.h); zeroed ones hold none */
-        s->keyed = !zeroed;
         ph_map_all_pages(s);
         arena_tick(a);
     }
@@ -428,12 +425,11 @@ static void slab_release(arena_t *a, span_t *s)
         arena_purge_if_due(a);
 }
 
-unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, bool *keyed)
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
 {
     arena_t *a = bin->arena;
-    bool any_keyed = false;
     lock_elided_t held = mutex_lock_elidable(&bin->lock);
-    unsigned n = bin_take(bin, out, want, &any_keyed);
+    unsigned n = bin_take(bin, out, want);
     while (n < want) {
         size_t need_bytes;
         span_t *s = slab_make(a, bin, &need_bytes);
@@ -443,19 +439,17 @@ unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, bool *keyed)
             bool grown = arena_grow_from_source(a, need_bytes);
             held = mutex_lock_elidable(&bin->lock);
             if (grown) {
-                n += bin_take(bin, out + n, want - n, &any_keyed);   /* others may have filled it meanwhile */
+                n += bin_take(bin, out + n, want - n);   /* others may have filled it meanwhile */
                 continue;
             }
         }
         if (s == NULL)
             break;
         bin_add_slab(bin, s);
-        n += bin_take(bin, out + n, want - n, &any_keyed);
+        n += bin_take(bin, out + n, want - n);
     }
     bin_count_fill(bin, n);
     mutex_unlock_elidable(&bin->lock, held);
-    if (keyed != NULL)
-        *keyed = any_keyed;
     if (a->ph.options.sourced)
         arena_purge_if_due(a);
     return n;

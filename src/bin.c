@@ -74,7 +74,6 @@ void bin_format_slab(const bin_t *bin, span_t *s)
     s->tcache_class = bin->tcache_class;
     s->nfree = bin->slab_objs;
     s->on_list = 0;
-    s->keyed = 0;
     slab_init_bits(s, bin->slab_objs);
 }
 
@@ -165,7 +164,7 @@ static void slab_settle(bin_t *bin, span_t *s, uint32_t n, list_t *emptied)
 
 /* ---- bins -------------------------------------------------------------- */
 
-unsigned bin_take(bin_t *bin, void **out, unsigned want, bool *keyed)
+unsigned bin_take(bin_t *bin, void **out, unsigned want)
 {
     unsigned n = 0;
     while (n < want) {
@@ -177,10 +176,7 @@ unsigned bin_take(bin_t *bin, void **out, unsigned want, bool *keyed)
             nonfull_remove(bin, s);
             bin->current = s;
         }
-        unsigned got = slab_take(s, out + n, want - n);
-        if (got != 0 && s->keyed)
-            *keyed = true;
-        n += got;
+        n += slab_take(s, out + n, want - n);
     }
     return n;
 }
@@ -213,7 +209,6 @@ unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned 
             continue;
         }
         unsigned end = slab_mark_run(bin, held, s, objs, i, n);
-        s->keyed = 1;
         slab_settle(bin, s, end - i, emptied);
         i = end;
     }

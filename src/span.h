@@ -77,11 +77,6 @@ typedef struct span {
     uint32_t objsize;
     uint64_t free_bits[SLAB_BITMAP_WORDS];  /* 1 = free object */
     uint8_t on_list;         /* slab is on its bin's nonfull list */
-    /* Its free blocks may hold the thread caches' free key (tcache.h):
-     * blocks were flushed into it, or its pages were not zeroed when it
-     * was made (they may have held flushed blocks of an earlier slab). Bin
-     * lock. */
-    uint8_t keyed;
 } span_t;
 
 typedef struct segment {
