@@ -422,9 +422,9 @@ static void slab_release(arena_t *a, span_t *s)
     for (unsigned w = 0; w < SLAB_BITMAP_WORDS; w++)
         for (uint64_t bits = s->keyed_bits[w]; bits != 0; bits &= bits - 1) {
             char *p = (char *)(s->base + (size_t)(w * 64 + ctz64(bits)) * s->objsize);
-            DPM_ANN_OPEN_KEY(p);
+            DPM_ANN_KEY_PEEK(p);   /* a free block: its state stays as it was */
             memset(p + 8, 0, 4);
-            DPM_ANN_CLOSE_KEY(p);
+            DPM_ANN_KEY_UNPEEK(p);
         }
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     ph_unmap_inner_pages(s);
