@@ -54,7 +54,7 @@ static void sample_record(bool is_alloc, uint64_t t0)
  * from a cache with the free key in it. */
 static bool bin_block(bin_t *bin, void **p)
 {
-    if (arena_bin_fill(bin, p, 1) == 0)
+    if (arena_bin_fill(bin, p, 1, NULL) == 0)
         return false;
     tc_block_handed_out(*p);
     return true;
@@ -440,7 +440,7 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
         return NULL;
     if (tls_state == THREAD_CACHED)
         p = tcache_phased_alloc(tcache_mine(), bin);
-    else if (arena_bin_fill(bin, &p, 1) == 0)   /* phased blocks never carry the free key */
+    else if (arena_bin_fill(bin, &p, 1, NULL) == 0)   /* phased blocks never carry the free key */
         p = NULL;
     if (p == NULL)
         return NULL;

@@ -424,9 +424,20 @@ static span_t *slab_make(arena_t *a, const bin_t *bin, size_t *need_bytes)
     return s;
 }
 
-/* Takes back a slab that a flush emptied. Its bin's lock held. */
+/* Takes back a slab that a flush emptied. Its bin's lock held. Blocks
+ * that came home holding the thread caches' free key (bytes 8..11,
+ * tcache.h) lose it first: pages reused by a new slab or a large block
+ * hold no key, so fills of new slabs need not write their blocks. Those
+ * blocks were written by the free that cached them. */
 static void slab_release(arena_t *a, span_t *s)
 {
+    for (unsigned w = 0; w < SLAB_BITMAP_WORDS; w++)
+        for (uint64_t bits = s->keyed_bits[w]; bits != 0; bits &= bits - 1) {
+            char *p = (char *)(s->base + (size_t)(w * 64 + ctz64(bits)) * s->objsize);
+            DPM_ANN_KEY_PEEK(p);   /* a free block: its state stays as it was */
+            memset(p + 8, 0, 4);
+            DPM_ANN_KEY_UNPEEK(p);
+        }
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     ph_unmap_inner_pages(s);
     arena_clock_refresh(a);
@@ -437,12 +448,12 @@ static void slab_release(arena_t *a, span_t *s)
         arena_purge_if_due(a);
 }
 
-unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
 {
     arena_t *a = bin->arena;
     orphan_take(a);
     lock_elided_t held = mutex_lock_elidable(&bin->lock);
-    unsigned n = bin_take(bin, out, want);
+    unsigned n = bin_take(bin, out, want, keyed);
     while (n < want) {
         size_t need_bytes;
         span_t *s = slab_make(a, bin, &need_bytes);
@@ -452,14 +463,14 @@ unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want)
             bool grown = arena_grow_from_source(a, need_bytes);
             held = mutex_lock_elidable(&bin->lock);
             if (grown) {
-                n += bin_take(bin, out + n, want - n);   /* others may have filled it meanwhile */
+                n += bin_take(bin, out + n, want - n, keyed != NULL ? keyed + n : NULL);   /* others may have filled it meanwhile */
                 continue;
             }
         }
         if (s == NULL)
             break;
         bin_add_slab(bin, s);
-        n += bin_take(bin, out + n, want - n);
+        n += bin_take(bin, out + n, want - n, keyed != NULL ? keyed + n : NULL);
     }
     bin_count_fill(bin, n);
     mutex_unlock_elidable(&bin->lock, held);

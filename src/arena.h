@@ -154,8 +154,9 @@ typedef struct large_request {
 
 /* Up to want objects of bin (a bin of some arena) into out, with new
  * slabs from the arena's page heap as needed; returns how many (0: out of
- * memory). Takes the bin lock, then the arena lock for a new slab. */
-unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want);
+ * memory). keyed (or NULL): as bin_take's. Takes the bin lock, then the
+ * arena lock for a new slab. */
+unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, uint8_t *keyed);
 /* Returns n validated small objects (any bins, any arenas) to their slabs,
  * one bin lock at a time; slabs left empty go back to their arena's page
  * heap. Reorders objs. Aborts on a double free. */

@@ -74,6 +74,7 @@ void bin_format_slab(const bin_t *bin, span_t *s)
     s->tcache_class = bin->tcache_class;
     s->nfree = bin->slab_objs;
     s->on_list = 0;
+    memset(s->keyed_bits, 0, sizeof(s->keyed_bits));
     slab_init_bits(s, bin->slab_objs);
 }
 
@@ -95,14 +96,18 @@ static void slab_detach(bin_t *bin, span_t *s, list_t *emptied)
     list_push_front(emptied, &s->link);
 }
 
-static unsigned slab_take(span_t *s, void **out, unsigned want)
+static unsigned slab_take(span_t *s, void **out, unsigned want, uint8_t *keyed)
 {
     unsigned n = 0;
     for (unsigned w = 0; w < SLAB_BITMAP_WORDS && n < want; w++) {
         uint64_t bits = s->free_bits[w];
         while (bits != 0 && n < want) {
             unsigned i = w * 64 + ctz64(bits);
+            uint64_t bit = bits & -bits;
             bits &= bits - 1;
+            if (keyed != NULL)
+                keyed[n] = (s->keyed_bits[w] & bit) != 0;
+            s->keyed_bits[w] &= ~bit;
             out[n++] = (void *)(s->base + (size_t)i * s->objsize);
         }
         __atomic_store_n(&s->free_bits[w], bits, __ATOMIC_RELAXED);   /* read racily by free */
@@ -132,6 +137,7 @@ static unsigned slab_mark_run(bin_t *bin, lock_elided_t held, span_t *s, void **
             dpm_misuse("free", p, "double free of");
         }
         __atomic_store_n(&s->free_bits[k / 64], word | bit, __ATOMIC_RELAXED);   /* read racily by free */
+        s->keyed_bits[k / 64] |= bit;
         if (type_ids != NULL) {
             type_count_free(type_ids[k], s->objsize);
             type_ids[k] = 0;
@@ -164,7 +170,7 @@ static void slab_settle(bin_t *bin, span_t *s, uint32_t n, list_t *emptied)
 
 /* ---- bins -------------------------------------------------------------- */
 
-unsigned bin_take(bin_t *bin, void **out, unsigned want)
+unsigned bin_take(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
 {
     unsigned n = 0;
     while (n < want) {
@@ -176,7 +182,7 @@ unsigned bin_take(bin_t *bin, void **out, unsigned want)
             nonfull_remove(bin, s);
             bin->current = s;
         }
-        n += slab_take(s, out + n, want - n);
+        n += slab_take(s, out + n, want - n, keyed != NULL ? keyed + n : NULL);
     }
     return n;
 }

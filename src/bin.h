@@ -42,8 +42,9 @@ typedef struct bin {
 
 void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t phase, uint8_t tcache_class, bool typed);
 /* Up to want objects of the bin's slabs into out; returns how many (fewer
- * when the bin needs a new slab). Bin lock held. */
-unsigned bin_take(bin_t *bin, void **out, unsigned want);
+ * when the bin needs a new slab). keyed (or NULL): keyed[i] is 1 if out[i]
+ * may hold the free key (span_t.keyed_bits). Bin lock held. */
+unsigned bin_take(bin_t *bin, void **out, unsigned want, uint8_t *keyed);
 /* A fill handed out n objects (statistics). Bin lock held. */
 DPM_INLINE void bin_count_fill(bin_t *bin, unsigned n)
 {

@@ -76,6 +76,10 @@ typedef struct span {
     uint32_t nfree;
     uint32_t objsize;
     uint64_t free_bits[SLAB_BITMAP_WORDS];  /* 1 = free object */
+    /* 1 = a flush brought the free object home: it may hold the thread
+     * caches' free key (tcache.h) until a fill takes it or the slab goes
+     * back (slab_release clears it then). Bin lock. */
+    uint64_t keyed_bits[SLAB_BITMAP_WORDS];
     uint8_t on_list;         /* slab is on its bin's nonfull list */
 } span_t;
 

@@ -287,48 +287,57 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     void *batch[SLAB_MAX_OBJS + 1];
     if (want > ARRAY_LEN(batch))
         want = ARRAY_LEN(batch);
-    unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, want);
+    uint8_t keyed[ARRAY_LEN(batch)];
+    unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, want, keyed);
     if (got == 0)
         return NULL;
     counter_add(&tc->stats[c].nfills, 1);
-    /* batch[0] goes to the caller; the rest are pushed so that the lowest
-     * addresses are popped first. Blocks come from slabs without the key
-     * (send_home), so none of them is written here or when popped: a
-     * handout that stored into each block would pull a cold line (and its
-     * page's TLB entry) per block of a big class (docs/design.md, "The
-     * free key"). */
+    /* Blocks that a flush sent home hold the key (a double free of one
+     * that this fill brings back must still be found), and go first, each
+     * cleared when handed out; the others hold none, and none of them is
+     * written here or when popped: a handout that stored into each block
+     * would pull a cold line (and its page's TLB entry) per block of a big
+     * class (docs/design.md, "The free key and fills"). batch[0] goes to
+     * the caller; the rest are pushed so that, within each group, the
+     * lowest addresses are popped first. */
+    void *order[ARRAY_LEN(batch)];
+    unsigned nkeyed = 0, k = 0;
+    for (unsigned i = 0; i < got; i++)
+        if (keyed[i])
+            order[k++] = batch[i];
+    nkeyed = k;
+    for (unsigned i = 0; i < got; i++)
+        if (!keyed[i])
+            order[k++] = batch[i];
     bool was_empty = tc_bin_count(b) == 0;
     for (unsigned i = got; i-- > 1;)
-        tc_bin_push(b, batch[i]);
+        tc_bin_push(b, order[i]);
     b->low_lo = low16(b->head);
-    tc->stats[c].fresh = was_empty ? (uint16_t)(b->top_lo - b->low_lo) : 0;
-    DPM_ANN_OPEN_KEY(batch[0]);
-    return batch[0];
+    unsigned clean = got - (nkeyed > 1 ? nkeyed : 1);   /* unkeyed blocks pushed, at the top */
+    tc->stats[c].fresh = was_empty ? (uint16_t)(clean * sizeof(void *)) : 0;
+    if (nkeyed != 0)
+        tc_block_handed_out(order[0]);
+    else
+        DPM_ANN_OPEN_KEY(order[0]);
+    return order[0];
 }
 
-/* Returns n cached blocks of class c to their slabs or page heaps. */
-/* Free blocks in slabs (and freed large blocks) never hold the key, so a
- * fill hands its blocks out untouched: every block leaving a cache for
- * its home has it cleared here. These blocks were freed into the cache a
- * little while ago: their key line is still warm. */
-static void clear_keys(void **objs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        DPM_ANN_OPEN_KEY(objs[i]);
-        *tc_key_word(objs[i]) = 0;
-        DPM_ANN_CLOSE_KEY(objs[i]);
-    }
-}
-
+/* Returns n cached blocks of class c to their slabs or page heaps. Small
+ * blocks keep the free key (their slab marks them, span_t.keyed_bits, so
+ * a double free after a fill brought one back is still found). */
 static void send_home(void **objs, unsigned n, unsigned c)
 {
-    clear_keys(objs, n);
     if (c < NSMALL) {
         arena_bin_flush(objs, n);
         return;
     }
-    for (unsigned i = 0; i < n; i++)
+    /* page runs keep no record of the key: it leaves with the block */
+    for (unsigned i = 0; i < n; i++) {
+        DPM_ANN_OPEN_KEY(objs[i]);
+        *tc_key_word(objs[i]) = 0;
+        DPM_ANN_CLOSE_KEY(objs[i]);
         arena_free_large(span_of(objs[i]));
+    }
 }
 
 /* Returns the n oldest blocks of bin c (the end of the stack next to top)
@@ -426,7 +435,7 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     if (st->n == 0) {
         /* take them in address order: the lowest comes out first */
         void *batch[TC_PHASED_BATCH];
-        unsigned got = arena_bin_fill(bin, batch, TC_PHASED_BATCH);
+        unsigned got = arena_bin_fill(bin, batch, TC_PHASED_BATCH, NULL);
         for (unsigned i = 0; i < got; i++)
             st->objs[i] = batch[got - 1 - i];
         st->n = got;
@@ -745,8 +754,7 @@ static void send_detached(detached_t *d)
 {
     while (d != NULL) {
         detached_t *next = d->next;
-        clear_keys(d->objs, d->n);
-        arena_bin_flush(d->objs, d->n);
+        arena_bin_flush(d->objs, d->n);   /* small blocks: they keep the key, as in send_home */
         if (d->fork_gen == __atomic_load_n(&fork_gen, __ATOMIC_RELAXED))
             __atomic_fetch_sub(&d->arena->homing_in_flight, 1, __ATOMIC_RELEASE);
         os_unmap(d, d->map_bytes);

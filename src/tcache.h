@@ -73,10 +73,11 @@ typedef struct slow_samples {
 typedef struct tc_bin_stats {
     uint64_t nmisses, nfills, nflushes;   /* owner writes, stats read (counter_*) */
     uint32_t cap;                /* slots below top that belong to the bin */
-    /* Bytes below top whose slots a fill of the empty bin wrote and no push
-     * has written since (they are at or above the low-water mark, which
-     * pushes never reach): their blocks hold no free key, so a low-water
-     * pop hands them out without a store (tc_bin_pop). Owner only. */
+    /* Bytes below top whose slots a fill of the empty bin wrote with
+     * blocks no flush had brought home, and no push has written since
+     * (they are at or above the low-water mark, which pushes never
+     * reach): their blocks hold no free key, so a low-water pop hands
+     * them out without a store (tc_bin_pop). Owner only. */
     uint16_t fresh;
 } tc_bin_stats_t;
 
@@ -191,8 +192,9 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
 /* The free key: a free that caches a block writes TC_FREE_KEY (not the
  * golden-ratio constant many hash functions store) into the
  * block's bytes 8..11 (every class is at least 16 bytes); a handout
- * clears them, and so does a flush that sends the block home, so blocks
- * free in slabs never hold the key and a fill's need no store. A free
+ * clears them. A flush sends the block home with the key (its slab marks
+ * it: span_t.keyed_bits), so a double free of a block a fill brought back
+ * is found too; a fill's other blocks hold no key and need no store. A free
  * that finds the key there is probably a double free of a cached block;
  * tcache_confirm_not_cached looks the block up in the caches before it
  * aborts, so a program that

@@ -1,8 +1,7 @@
 /*
  * fill_untouched.c - a thread cache hands out the blocks of a fill without
- * writing into them (the free key is only cleared in blocks that were
- * cached by a free; blocks in slabs never hold it), and blocks that leave
- * a cache for their slab leave without the key.
+ * writing into them unless a flush brought them home (those hold the free
+ * key), and blocks handed out after a flush do not carry the key.
  *
  * A store per handout into a 4 KiB block touched a new page and a cold
  * line per call: the frag workload's 4096-byte pairs got slower once their
@@ -66,9 +65,11 @@ static void handouts_do_not_write(size_t size, bool aligned)
 TEST(aligned_4096_fill_is_not_written) { handouts_do_not_write(4096, true); }
 TEST(malloc_8192_fill_is_not_written) { handouts_do_not_write(8192, false); }
 
-/* A block freed into the cache holds the key; sent home by a flush, it
- * must not: the next fill hands it out unwritten, and a key left in it
- * would send its next free through the double-free lookup. */
+/* A block freed into the cache holds the key, and keeps it in its slab
+ * after a flush (a double free of it, once a fill brings it back into a
+ * cache, must still be found); handed out again, it must not hold it: a
+ * key left in it would send its next free through the double-free
+ * lookup. */
 TEST(flushed_block_holds_no_key)
 {
     enum { N = 64 };

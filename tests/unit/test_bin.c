@@ -39,7 +39,7 @@ static void exercise_bin(arena_t *a, bin_t *bin, size_t align, uint64_t *rng)
     nobjs = 0;
     for (int step = 0; step < 3000; step++) {
         if (unit_rand(rng) % 2 == 0 && nobjs < NOBJ - 600) {
-            unsigned got = arena_bin_fill(bin, objs + nobjs, 1 + (unsigned)(unit_rand(rng) % 300));
+            unsigned got = arena_bin_fill(bin, objs + nobjs, 1 + (unsigned)(unit_rand(rng) % 300), NULL);
             for (unsigned k = 0; k < got; k++) {
                 void *p = objs[nobjs + k];
                 span_t *s = span_of(p);
@@ -73,7 +73,7 @@ static void flush_one_block_twice(void *arg)
 {
     arena_t *a = arg;
     void *p;
-    arena_bin_fill(&a->bins[3], &p, 1);
+    arena_bin_fill(&a->bins[3], &p, 1, NULL);
     void *again[2] = {p, p};
     arena_bin_flush(again, 2);
 }
