@@ -429,15 +429,22 @@ static span_t *slab_make(arena_t *a, const bin_t *bin, size_t *need_bytes)
  * tcache.h) lose it first: pages reused by a new slab or a large block
  * hold no key, so fills of new slabs need not write their blocks. Those
  * blocks were written by the free that cached them. */
+static void clear_free_key(span_t *s, size_t index)
+{
+    char *p = (char *)(s->base + index * s->objsize);
+    DPM_ANN_KEY_PEEK(p);   /* a free block: its state stays as it was */
+    memset(p + 8, 0, 4);
+    DPM_ANN_KEY_UNPEEK(p);
+}
+
 static void slab_release(arena_t *a, span_t *s)
 {
-    for (unsigned w = 0; w < SLAB_BITMAP_WORDS; w++)
-        for (uint64_t bits = s->keyed_bits[w]; bits != 0; bits &= bits - 1) {
-            char *p = (char *)(s->base + (size_t)(w * 64 + ctz64(bits)) * s->objsize);
-            DPM_ANN_KEY_PEEK(p);   /* a free block: its state stays as it was */
-            memset(p + 8, 0, 4);
-            DPM_ANN_KEY_UNPEEK(p);
-        }
+    for (unsigned w = 0; w < SLAB_KEYED_WORDS; w++)
+        for (uint64_t bits = s->keyed_bits[w]; bits != 0; bits &= bits - 1)
+            clear_free_key(s, w * 64 + ctz64(bits));
+    /* untracked objects (span_t.keyed_bits) may hold it too */
+    for (size_t i = SLAB_KEYED_OBJS; i <= s->last_index; i++)
+        clear_free_key(s, i);
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     ph_unmap_inner_pages(s);
     arena_clock_refresh(a);

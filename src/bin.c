@@ -105,9 +105,11 @@ static unsigned slab_take(span_t *s, void **out, unsigned want, uint8_t *keyed)
             unsigned i = w * 64 + ctz64(bits);
             uint64_t bit = bits & -bits;
             bits &= bits - 1;
+            bool tracked = w < SLAB_KEYED_WORDS;
             if (keyed != NULL)
-                keyed[n] = (s->keyed_bits[w] & bit) != 0;
-            s->keyed_bits[w] &= ~bit;
+                keyed[n] = !tracked || (s->keyed_bits[w] & bit) != 0;
+            if (tracked)
+                s->keyed_bits[w] &= ~bit;
             out[n++] = (void *)(s->base + (size_t)i * s->objsize);
         }
         __atomic_store_n(&s->free_bits[w], bits, __ATOMIC_RELAXED);   /* read racily by free */
@@ -137,7 +139,8 @@ static unsigned slab_mark_run(bin_t *bin, lock_elided_t held, span_t *s, void **
             dpm_misuse("free", p, "double free of");
         }
         __atomic_store_n(&s->free_bits[k / 64], word | bit, __ATOMIC_RELAXED);   /* read racily by free */
-        s->keyed_bits[k / 64] |= bit;
+        if (k < SLAB_KEYED_OBJS)
+            s->keyed_bits[k / 64] |= bit;
         if (type_ids != NULL) {
             type_count_free(type_ids[k], s->objsize);
             type_ids[k] = 0;

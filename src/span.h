@@ -36,6 +36,9 @@ struct arena;
 struct bin;
 struct segment;
 
+#define SLAB_KEYED_WORDS 2
+#define SLAB_KEYED_OBJS (SLAB_KEYED_WORDS * 64)
+
 typedef struct span {
     /* Read by the free fast path; fixed while any block of the span lives. */
     uintptr_t base;          /* slab: first object; large: the user pointer */
@@ -78,8 +81,11 @@ typedef struct span {
     uint64_t free_bits[SLAB_BITMAP_WORDS];  /* 1 = free object */
     /* 1 = a flush brought the free object home: it may hold the thread
      * caches' free key (tcache.h) until a fill takes it or the slab goes
-     * back (slab_release clears it then). Bin lock. */
-    uint64_t keyed_bits[SLAB_BITMAP_WORDS];
+     * back (slab_release clears it then). Only the first SLAB_KEYED_OBJS
+     * objects are tracked (a descriptor per span stays small: every page
+     * run has one); later objects of the small classes' big slabs count as
+     * keyed always, cleared at handout. Bin lock. */
+    uint64_t keyed_bits[SLAB_KEYED_WORDS];
     uint8_t on_list;         /* slab is on its bin's nonfull list */
 } span_t;
 

@@ -21,6 +21,8 @@
  *   realloc <size>  realloc of the refilled block ("use after free of")
  *   validate <size> no misuse: dpm_rte_malloc_validate of the refilled
  *                   (freed) block must say -1, not a live block
+ * A third argument holds that many blocks first, so that the misused
+ * block sits past the objects its slab tracks (span_t.keyed_bits).
  * Exit 0: every case aborted as it must.
  */
 #include <pthread.h>
@@ -54,6 +56,8 @@ enum { N = 4 };
  * slab, lowest address first: it returns v[0] and caches v[1..N-1]
  * without handing them out. Returns 0, or 4 if the layout was not the
  * expected one (the case would prove nothing). */
+static unsigned the_skip;   /* blocks held before v[]: v past the slab's tracked objects */
+
 static int free_flush_refill(size_t size, void **v)
 {
     char spec[64];
@@ -64,6 +68,9 @@ static int free_flush_refill(size_t size, void **v)
     void *pin = dpm_malloc(size);
     if (pin == NULL)
         return 3;
+    for (unsigned i = 0; i < the_skip; i++)
+        if (dpm_malloc(size) == NULL)   /* held for the child's life */
+            return 3;
     for (int i = 0; i < N; i++)
         if ((v[i] = dpm_malloc(size)) == NULL)
             return 3;
@@ -163,12 +170,13 @@ static int child(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s ctl|remote|realloc|validate <size>\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s ctl|remote|realloc|validate <size> [blocks held first]\n", argv[0]);
         return 2;
     }
     the_case = argv[1];
     the_size = strtoul(argv[2], NULL, 0);
+    the_skip = argc == 4 ? (unsigned)strtoul(argv[3], NULL, 0) : 0;
     shared_ptr = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared_ptr == MAP_FAILED)
         return 3;
