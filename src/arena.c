@@ -1028,6 +1028,26 @@ void arena_free_large(span_t *s)
     arena_purge_if_due(a);
 }
 
+/* A live block's bytes went from before (class class_before) to after:
+ * its class follows, and the per-class and per-type statistics move with
+ * it. Arena lock held. */
+static void large_restat(arena_t *a, span_t *s, unsigned class_before, size_t before, size_t after)
+{
+    unsigned c = sc_compute(after);
+    s->size_class = c < NSMALL ? NSMALL : c;
+    large_stats_t *from = &a->large[class_before - NSMALL], *to = &a->large[s->size_class - NSMALL];
+    from->live_bytes -= before;
+    to->live_bytes += after;
+    if (s->size_class != class_before) {
+        from->nfree++;
+        to->nmalloc++;
+    }
+    if (s->type_id != 0) {
+        type_count_free(s->type_id, before);
+        type_count_alloc(s->type_id, after);
+    }
+}
+
 bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
 {
     size_t in_page = s->base - s->start;
@@ -1050,19 +1070,7 @@ bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
     }
     if (ok) {
         /* ph_grow/ph_shrink set usable to the end of the run */
-        unsigned c = sc_compute(s->usable);
-        s->size_class = c < NSMALL ? NSMALL : c;
-        large_stats_t *from = &a->large[class_before - NSMALL], *to = &a->large[s->size_class - NSMALL];
-        from->live_bytes -= before;
-        to->live_bytes += s->usable;
-        if (s->size_class != class_before) {
-            from->nfree++;
-            to->nmalloc++;
-        }
-        if (s->type_id != 0) {
-            type_count_free(s->type_id, before);
-            type_count_alloc(s->type_id, s->usable);
-        }
+        large_restat(a, s, class_before, before, s->usable);
         arena_tick(a);
     }
     mutex_unlock_elidable(&a->lock, held);
@@ -1079,18 +1087,10 @@ bool arena_cut_slack(span_t *s)
     size_t full = span_end(s) - s->base;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     arena_clock_refresh(a);
+    unsigned class_before = s->size_class;
     bool cut = ph_shrink(&a->ph, s, (s->usable + in_page) >> LG_PAGE, a->clock_ns) != NULL;
     if (cut) {
-        unsigned c = sc_compute(s->usable);
-        large_stats_t *from = &a->large[s->size_class - NSMALL];
-        s->size_class = c < NSMALL ? NSMALL : c;
-        large_stats_t *to = &a->large[s->size_class - NSMALL];
-        from->live_bytes -= full;
-        to->live_bytes += s->usable;
-        if (from != to) {
-            from->nfree++;
-            to->nmalloc++;
-        }
+        large_restat(a, s, class_before, full, s->usable);
         arena_after_free(a);
     }
     mutex_unlock_elidable(&a->lock, held);

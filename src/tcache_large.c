@@ -274,6 +274,15 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size)
     return large_take(tc, size, sc_of_size(size), true);
 }
 
+/* The slack becomes the block's own pages again (lock held, s is
+ * lc->slack). */
+static void slack_to_block(large_cache_t *lc, span_t *s)
+{
+    s->usable = span_end(s) - s->base;
+    slack_forget(lc);
+    large_trim_reservation(lc, false);
+}
+
 bool tcache_large_slack_resize(span_t *s, size_t size)
 {
     large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
@@ -292,13 +301,9 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
             s->usable = usable;
             lc->used = true;
             served = true;
-        } else {
-            s->usable = full;
         }
-        if (s->usable == full) {
-            slack_forget(lc);
-            large_trim_reservation(lc, false);
-        }
+        if (!served || usable == full)
+            slack_to_block(lc, s);
     }
     mutex_unlock_elidable(&lc->lock, held);
     return served;
@@ -311,11 +316,8 @@ void tcache_large_slack_end(span_t *s)
     if (lc == NULL)
         return;
     lock_elided_t held = mutex_lock_elidable(&lc->lock);
-    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {
-        s->usable = span_end(s) - s->base;
-        slack_forget(lc);
-        large_trim_reservation(lc, false);
-    }
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc)
+        slack_to_block(lc, s);
     mutex_unlock_elidable(&lc->lock, held);
 }
 
