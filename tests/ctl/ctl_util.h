@@ -59,6 +59,55 @@ static inline uint64_t ctl_refresh(void)
     return out;
 }
 
+/* A size_t statistic after an epoch refresh; (size_t)-1 if the read
+ * fails (for children that report values rather than check them). */
+static inline size_t ctl_fresh_size(const char *name)
+{
+    uint64_t e = 1;
+    size_t l = sizeof(e), v = 0;
+    dpm_ctl("epoch", &e, &l, &e, sizeof(e));
+    l = sizeof(v);
+    if (dpm_ctl(name, &v, &l, NULL, 0) != 0)
+        return (size_t)-1;
+    return v;
+}
+
+/* debug.check_heap: 0 when every arena's invariants hold; 999 if the call
+ * fails. */
+static inline unsigned ctl_heap_broken(void)
+{
+    unsigned broken = 1;
+    size_t l = sizeof(broken);
+    if (dpm_ctl("debug.check_heap", &broken, &l, NULL, 0) != 0)
+        return 999;
+    return broken;
+}
+
+/* Allocates and frees blocks of every small size (64 at a time, each
+ * pattern-filled and checked before its free), leaving the thread's bins
+ * full; 1 if a block is missing or lost its pattern. */
+static inline int churn_small_sizes(uintptr_t tag, int rounds)
+{
+    enum { N = 64 };
+    void *live[N];
+    for (int r = 0; r < rounds; r++) {
+        for (size_t size = 16; size <= 14336; size += size / 4 + 8) {
+            for (int i = 0; i < N; i++) {
+                live[i] = malloc(size);
+                if (live[i] == NULL)
+                    return 1;
+                test_fill(live[i], size, tag + size + (uintptr_t)i);
+            }
+            for (int i = 0; i < N; i++) {
+                if (test_check(live[i], size, tag + size + (uintptr_t)i) != size)
+                    return 1;
+                free(live[i]);
+            }
+        }
+    }
+    return 0;
+}
+
 /* Reads a size_t statistic, recording a failure (and returning 0) when the
  * call fails. */
 #define CTL_SIZE(name) ctl_size_at(__FILE__, __LINE__, (name))

@@ -34,50 +34,6 @@
 static char self_exe[4096];
 static struct spawn_result res;
 
-static size_t stat_size(const char *name)
-{
-    uint64_t e = 1;
-    size_t l = sizeof(e), v = 0;
-    dpm_ctl("epoch", &e, &l, &e, sizeof(e));
-    l = sizeof(v);
-    if (dpm_ctl(name, &v, &l, NULL, 0) != 0)
-        return (size_t)-1;
-    return v;
-}
-
-static unsigned check_heap(void)
-{
-    unsigned broken = 1;
-    size_t l = sizeof(broken);
-    if (dpm_ctl("debug.check_heap", &broken, &l, NULL, 0) != 0)
-        return 999;
-    return broken;
-}
-
-/* Allocates and frees blocks of many small sizes, leaving the thread's
- * bins full; with check, fills each block and verifies it first. */
-static int churn(uintptr_t tag, int rounds)
-{
-    enum { N = 64 };
-    void *live[N];
-    for (int r = 0; r < rounds; r++) {
-        for (size_t size = 16; size <= 14336; size += size / 4 + 8) {
-            for (int i = 0; i < N; i++) {
-                live[i] = malloc(size);
-                if (live[i] == NULL)
-                    return 1;
-                test_fill(live[i], size, tag + size + (uintptr_t)i);
-            }
-            for (int i = 0; i < N; i++) {
-                if (test_check(live[i], size, tag + size + (uintptr_t)i) != size)
-                    return 1;
-                free(live[i]);
-            }
-        }
-    }
-    return 0;
-}
-
 /* ---- sleepers ---- */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,7 +45,7 @@ static const char *sleep_kind = "cond";
 static void *sleeper(void *arg)
 {
     uintptr_t tag = (uintptr_t)arg * 1000003u;
-    int bad = churn(tag, 2);
+    int bad = churn_small_sizes(tag, 2);
     pthread_mutex_lock(&lock);
     ready++;
     pthread_cond_broadcast(&cond);
@@ -108,7 +64,7 @@ static void *sleeper(void *arg)
             nanosleep(&ts, NULL);
         }
     }
-    bad |= churn(tag + 7, 2);
+    bad |= churn_small_sizes(tag + 7, 2);
     pthread_mutex_lock(&lock);
     failures += bad;
     pthread_mutex_unlock(&lock);
@@ -136,13 +92,13 @@ static int child_sleepers(const char *mode)
     for (uintptr_t i = 0; i < NTHREADS; i++)
         pthread_create(&t[i], NULL, sleeper, (void *)(i + 1));
     wait_ready();
-    printf("before=%zu\n", stat_size("stats.tcache_bytes"));
+    printf("before=%zu\n", ctl_fresh_size("stats.tcache_bytes"));
     if (strcmp(mode, "background") == 0) {
         /* no trim: the background thread's passes (dirty_decay_ms:200) */
         size_t left = 0;
         double t0 = test_now_s();
         while (test_now_s() - t0 < 5.0) {
-            left = stat_size("stats.tcache_bytes");
+            left = ctl_fresh_size("stats.tcache_bytes");
             if (left == 0)
                 break;
             struct timespec ts = {0, 20 * 1000 * 1000};
@@ -151,7 +107,7 @@ static int child_sleepers(const char *mode)
         printf("after=%zu\nseconds_ms=%.0f\n", left, (test_now_s() - t0) * 1000);
     } else {
         int r = malloc_trim(0);
-        printf("trim=%d\nafter=%zu\n", r, stat_size("stats.tcache_bytes"));
+        printf("trim=%d\nafter=%zu\n", r, ctl_fresh_size("stats.tcache_bytes"));
     }
     pthread_mutex_lock(&lock);
     release_now = 1;
@@ -163,7 +119,7 @@ static int child_sleepers(const char *mode)
     uint64_t reclaims = 0;
     size_t l = sizeof(reclaims);
     dpm_ctl("stats.tcache_reclaims", &reclaims, &l, NULL, 0);
-    printf("reclaims=%llu\nfailures=%d\nbroken=%u\n", (unsigned long long)reclaims, failures, check_heap());
+    printf("reclaims=%llu\nfailures=%d\nbroken=%u\n", (unsigned long long)reclaims, failures, ctl_heap_broken());
     return 0;
 }
 
@@ -244,7 +200,7 @@ static int child_race(void)
     size_t l = sizeof(reclaims);
     dpm_ctl("stats.tcache_reclaims", &reclaims, &l, NULL, 0);
     printf("trims=%lu\nreclaims=%llu\nfailures=%d\nbroken=%u\n", trims, (unsigned long long)reclaims, race_failures,
-           check_heap());
+           ctl_heap_broken());
     return 0;
 }
 

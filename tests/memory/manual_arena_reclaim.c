@@ -132,60 +132,16 @@ static bool carve_purge(void *ctx, void *addr, size_t size)
 
 /* ---- statistics ---- */
 
-static size_t stat_size(const char *name)
-{
-    uint64_t e = 1;
-    size_t l = sizeof(e), v = 0;
-    dpm_ctl("epoch", &e, &l, &e, sizeof(e));
-    l = sizeof(v);
-    if (dpm_ctl(name, &v, &l, NULL, 0) != 0)
-        return (size_t)-1;
-    return v;
-}
-
 static unsigned arena_index;
 
 static size_t arena_stat(const char *what)
 {
     char name[96];
     snprintf(name, sizeof name, "stats.arenas.%u.%s", arena_index, what);
-    return stat_size(name);
-}
-
-static unsigned check_heap(void)
-{
-    unsigned broken = 1;
-    size_t l = sizeof(broken);
-    if (dpm_ctl("debug.check_heap", &broken, &l, NULL, 0) != 0)
-        return 999;
-    return broken;
+    return ctl_fresh_size(name);
 }
 
 /* ---- sleepers ---- */
-
-/* Allocates and frees blocks of many small sizes, checking each block's
- * pattern, leaving the thread's bins full. */
-static int churn(uintptr_t tag, int rounds)
-{
-    enum { N = 64 };
-    void *live[N];
-    for (int r = 0; r < rounds; r++) {
-        for (size_t size = 16; size <= 14336; size += size / 4 + 8) {
-            for (int i = 0; i < N; i++) {
-                live[i] = malloc(size);
-                if (live[i] == NULL)
-                    return 1;
-                test_fill(live[i], size, tag + size + (uintptr_t)i);
-            }
-            for (int i = 0; i < N; i++) {
-                if (test_check(live[i], size, tag + size + (uintptr_t)i) != size)
-                    return 1;
-                free(live[i]);
-            }
-        }
-    }
-    return 0;
-}
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -200,7 +156,7 @@ static void *sleeper(void *arg)
     pthread_mutex_lock(&lock);
     bind_errors += bad;
     pthread_mutex_unlock(&lock);
-    bad = churn(tag, 2);
+    bad = churn_small_sizes(tag, 2);
     /* large blocks of a manual arena go home at once, never to the
      * thread's large cache: nothing there for a reclaimer to take */
     for (size_t size = (size_t)20 << 10; size <= ((size_t)320 << 10); size *= 2) {
@@ -217,7 +173,7 @@ static void *sleeper(void *arg)
     while (!release_now)
         pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
-    bad |= churn(tag + 7, 2);
+    bad |= churn_small_sizes(tag + 7, 2);
     /* the blocks it gets now are still the arena's */
     void *p = malloc(64);
     unsigned got = 999;
@@ -310,12 +266,19 @@ static int child(const char *mode)
     pthread_mutex_unlock(&lock);
     struct timespec nap = {0, 100 * 1000 * 1000};   /* let them fall asleep */
     nanosleep(&nap, NULL);
-    printf("before=%zu\narena_tcache_before=%zu\npactive_before=%zu\nlarge_before=%zu\n",
-           stat_size("stats.tcache_bytes"), arena_stat("tcache_bytes"), arena_stat("pactive"),
-           arena_stat("large.allocated"));
+    size_t cached_before = ctl_fresh_size("stats.tcache_bytes");
+    printf("before=%zu\narena_tcache_before=%zu\npactive_before=%zu\nlarge_before=%zu\n", cached_before,
+           arena_stat("tcache_bytes"), arena_stat("pactive"), arena_stat("large.allocated"));
     if (strcmp(mode, "background") == 0) {
+        /* the bins go first, their pages one decay period (200 ms) later:
+         * up to 5 s for both, under any load */
         double t0 = test_now_s();
-        while (test_now_s() - t0 < 5.0 && stat_size("stats.tcache_bytes") != 0) {
+        while (test_now_s() - t0 < 5.0) {
+            pthread_mutex_lock(&carve.lock);
+            size_t purged_now = carve.purged;
+            pthread_mutex_unlock(&carve.lock);
+            if (ctl_fresh_size("stats.tcache_bytes") == 0 && purged_now >= cached_before / 2)
+                break;
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
@@ -334,7 +297,7 @@ static int child(const char *mode)
     size_t purged = carve.purged;
     pthread_mutex_unlock(&carve.lock);
     printf("after=%zu\narena_tcache_after=%zu\nsmall_allocated=%zu\npactive=%zu\npurged=%zu\n",
-           stat_size("stats.tcache_bytes"), arena_stat("tcache_bytes"), arena_stat("small.allocated"),
+           ctl_fresh_size("stats.tcache_bytes"), arena_stat("tcache_bytes"), arena_stat("small.allocated"),
            arena_stat("pactive"), purged);
     if (!pin)
         release_sleepers();
@@ -342,7 +305,7 @@ static int child(const char *mode)
     size_t l = sizeof(reclaims);
     dpm_ctl("stats.tcache_reclaims", &reclaims, &l, NULL, 0);
     printf("reclaims=%llu\nreentries=%u\nbind_errors=%d\nfailures=%d\nbroken=%u\n", (unsigned long long)reclaims,
-           __atomic_load_n(&reentries, __ATOMIC_RELAXED), bind_errors, failures, check_heap());
+           __atomic_load_n(&reentries, __ATOMIC_RELAXED), bind_errors, failures, ctl_heap_broken());
     /* every thread left: the arena goes, and every unit back to the source */
     char name[64];
     snprintf(name, sizeof name, "arena.%u.destroy", arena_index);
