@@ -103,15 +103,19 @@ typedef struct phased_stash {
  * within the byte budgets; see tcache_large.c. */
 #define TC_LARGE_SLOTS_MAX 64
 typedef struct large_cache {
-    dpm_mutex_t lock;            /* the owner on every op, and reclaimers */
-    unsigned n, nslots;
-    size_t bytes;                /* usable bytes held (read racily by stats) */
+    /* The first line holds what a put, a take and a resize into slack
+     * read (they often run with a cold cache), with the oldest blocks. */
+    uint8_t n, nslots;           /* nslots <= TC_LARGE_SLOTS_MAX */
     bool used;                   /* a put or take since the last reclaim pass */
-    size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
     uint32_t takes;              /* owner only: paces arena decay ticks */
+    size_t bytes;                /* usable bytes held (read racily by stats) */
+    size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
     span_t *slack;               /* the live block whose slack `bytes` counts, or NULL */
     size_t slack_bytes;          /* its pages past its usable bytes */
     span_t *blocks[TC_LARGE_SLOTS_MAX];
+    /* the owner on every op (elided while the process has one thread,
+     * uncounted: nothing reports it), and reclaimers */
+    dpm_mutex_t lock;
 } CACHE_ALIGNED large_cache_t;
 
 typedef struct tcache {
@@ -127,7 +131,8 @@ typedef struct tcache {
      * value in tcache_empty and in a cache without a leaf yet. */
     uintptr_t leaf_key;
     uintptr_t leaf_base;
-    arena_t *arena;
+    arena_t *arena;             /* set with tcache_set_arena */
+    bool arena_manual;          /* arena->manual, here in the free path's line */
     unsigned stash_next;        /* round-robin victim among the stashes */
     phased_stash_t stashes[TC_PHASED_STASHES];
     list_node_t link;           /* on the live or the exited caches */

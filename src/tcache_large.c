@@ -171,14 +171,18 @@ static bool large_make_room(large_cache_t *lc, size_t need)
     return true;
 }
 
+/* A large class's size (put takes blocks of at most LARGE_ROUND_MAX):
+ * arena_large_usable's formula, as the class table is one more cold line */
+static bool large_is_class_size(size_t usable) { return arena_large_usable(usable, 0) == usable; }
+
 bool tcache_large_put(tcache_t *tc, span_t *s)
 {
     large_cache_t *lc = &tc->large;
     /* Only whole, untyped blocks of the thread's own automatic arena, of a
      * class size (what a later request of that class is served with) or
      * grown by realloc (served cut down, below). */
-    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || s->arena->manual ||
-        s->type_id != 0 || s->base != s->start || (!s->grew && s->usable != sc_size(s->size_class)) ||
+    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena_manual ||
+        s->type_id != 0 || s->base != s->start || (!s->grew && !large_is_class_size(s->usable)) ||
         s->usable > large_block_max())
         return false;
     /* A block of at least oversize_threshold goes home to be purged at
@@ -187,7 +191,7 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
     if (threshold != 0 && span_bytes(s) >= threshold)
         return false;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     bool ok = large_make_room(lc, s->usable);
     if (ok) {
         __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
@@ -212,7 +216,7 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
     size_t exact = c >= NSMALL ? sc_size(c) : 0;
     span_t *s = NULL;
     bool with_slack = false;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     /* newest first: the newest block of the class, else the newest grown
      * block that is big enough, in one pass */
     unsigned grown = lc->n;
@@ -289,7 +293,7 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
     if (lc == NULL)
         return false;
     bool served = false;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {   /* else cut meanwhile */
         size_t full = span_end(s) - s->base;
         size_t usable = arena_large_usable(size, s->base - s->start);
@@ -315,7 +319,7 @@ void tcache_large_slack_end(span_t *s)
     large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
     if (lc == NULL)
         return;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc)
         slack_to_block(lc, s);
     mutex_unlock_elidable(&lc->lock, held);
@@ -325,7 +329,7 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
 {
     large_cache_t *lc = &tc->large;
     size_t sent = 0;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     if (!idle_only || !lc->used) {
         size_t slack = lc->slack_bytes;
         if (lc->slack != NULL && (only == NULL || lc->slack->arena == only) && slack_cut(lc))
