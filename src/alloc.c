@@ -208,6 +208,8 @@ void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
+    __builtin_prefetch((char *)span + 64);
+    __builtin_prefetch(&tls_tcache->large);
     span_t *s = checked_span_of(p, span, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
@@ -354,7 +356,10 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
  * the resize, which is most of a large block's realloc). */
 static void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
-    span_t *s = checked_span_inline(p, call);
+    __builtin_prefetch(&tls_tcache->large);
+    span_t *s = span_of(p);
+    __builtin_prefetch((char *)s + 64);
+    s = checked_span_of(p, s, call);
     if (unlikely(size > ALLOC_MAX))
         return fail_nomem();
     DPM_ANN_REALLOC_BEGIN(p);
@@ -375,9 +380,14 @@ static void *realloc_checked(void *p, size_t size, size_t align, const char *cal
     if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
         /* slack (tcache_large.c): a growth into pages the block has
-         * (small sizes too: a block that grows moves to a page run) */
-        if (!keep && (size > SMALL_MAX || size > old))
-            keep = tcache_large_slack_resize(s, size);
+         * (small sizes too: a block that grows moves to a page run). No
+         * block has slack under opt.zero, which turns the cache off. */
+        if (!keep && (size > SMALL_MAX || size > old) && tcache_large_slack_resize(s, size)) {
+            s->grew = 1;
+            s->requested = size;
+            DPM_ANN_OPEN_RANGE(p, old, s->usable);
+            return p;
+        }
         if (!keep && size > SMALL_MAX)
             keep = arena_resize_large_in_place(s, size, true);
         if (keep) {

@@ -119,8 +119,6 @@ typedef struct large_cache {
 } CACHE_ALIGNED large_cache_t;
 
 typedef struct tcache {
-    tc_bin_t none;              /* tag 0: all zero, so empty and full */
-    tc_bin_t bins[TC_NBINS];
     /* The page-map leaf of the last free: the leaf covering the 4 GiB of
      * addresses p with p >> TC_LEAF_SHIFT == leaf_key, stored as
      * leaf_base, the leaf minus leaf_key's first entry index, so that the
@@ -132,8 +130,13 @@ typedef struct tcache {
     uintptr_t leaf_key;
     uintptr_t leaf_base;
     arena_t *arena;             /* set with tcache_set_arena */
-    bool arena_manual;          /* arena->manual, here in the free path's line */
+    bool arena_manual;          /* arena->manual, in the line a free reads first */
     unsigned stash_next;        /* round-robin victim among the stashes */
+    /* In the first line with the leaf: a free whose tag is 0 (a large
+     * block, a foreign pointer) reads nothing else of the cache. Bins
+     * are 32 bytes from here, so none straddles two lines. */
+    tc_bin_t none;              /* tag 0: all zero, so empty and full */
+    tc_bin_t bins[TC_NBINS];
     phased_stash_t stashes[TC_PHASED_STASHES];
     list_node_t link;           /* on the live or the exited caches */
     /* For reclaimers (tcaches_reclaim), set by the owner at creation: */
@@ -165,6 +168,7 @@ _Static_assert(NSMALL * sizeof(tc_bin_t) <= UINT16_MAX, "bin offsets fit the tab
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
  * otherwise, with one scaled add. */
 _Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
+_Static_assert(offsetof(tcache_t, none) == 32 && sizeof(tc_bin_t) == 32, "the leaf and none share a line; bins never straddle two");
 DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 {
     return (tc_bin_t *)((char *)tc + offsetof(tcache_t, none) + tag * sizeof(tc_bin_t));

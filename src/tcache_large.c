@@ -21,12 +21,21 @@
 
 /* The cap over all threads is kept by reservation: a cache reserves what
  * it holds from tcache_large_bytes_total in steps of LARGE_RESERVE_STEP
- * (one compare-and-swap per step), and gives back all but one step of
- * slack as it holds less (all of it when a flush empties it). Puts and takes
- * within a cache's reservation touch no shared counter; a put that finds
- * the cap taken sends the cache's older blocks home to make room within
- * what it has, or the block goes home. large_reserved: bytes reserved by
- * all caches (<= the cap). */
+ * (one compare-and-swap per step) before it holds it. A take that leaves
+ * blocks in the cache keeps the reservation for the put that follows, so
+ * the excess over what it holds plus a step is given back only now and
+ * then: every LARGE_TICK_EVERY takes, at each pass of the idle reclaim
+ * (tcache_large_flush, idle_only) and by every flush (all of it when the
+ * flush empties the cache). A cache a take or the end of a slack leaves
+ * empty keeps a step (a take) or what it had (the block that ended its
+ * slack is on its way back) only while the cap is less than half
+ * reserved, so empty caches never lock the others out. So a cache's
+ * reservation never exceeds its budget rounded up to a step, plus a
+ * step, and a chain of growth (take, resize, resize, put) makes no
+ * atomic read-modify-write. A put that finds the cap taken sends the
+ * cache's older blocks home to make room within what it has, or the
+ * block goes home. large_reserved: bytes reserved by all caches (<= the
+ * cap). */
 static size_t large_reserved;
 
 #define LARGE_RESERVE_STEP ((size_t)1 << 20)
@@ -132,10 +141,8 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
 }
 
 /* Gives back what the cache no longer needs (lock held): all but one step
- * of slack over what it holds, so that a loop that takes and puts back
- * one block touches no shared counter; everything if `all` (a flush: the
- * thread exits, or the cache sat idle, or it was asked to) and it is
- * empty. */
+ * of slack over what it holds; everything if `all` (a flush: the thread
+ * exits, or the cache sat idle, or it was asked to) and it is empty. */
 DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
 {
     /* An empty cache keeps its step of slack only while the cap is less
@@ -244,7 +251,9 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
         }
     }
     lc->used |= s != NULL;
-    large_trim_reservation(lc, false);
+    bool tick = s != NULL && ++lc->takes % LARGE_TICK_EVERY == 0;
+    if (tick || (lc->n == 0 && lc->slack == NULL))
+        large_trim_reservation(lc, false);
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
@@ -258,7 +267,7 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
     s->grew = with_slack;
     /* Arenas run decay from their own operations: a thread whose big
      * blocks all come from here still ticks its arena now and then. */
-    if (++lc->takes % LARGE_TICK_EVERY == 0)
+    if (tick)
         arena_tick_now(tc->arena);
     s->requested = size;
     return (void *)s->base;
@@ -284,7 +293,11 @@ static void slack_to_block(large_cache_t *lc, span_t *s)
 {
     s->usable = span_end(s) - s->base;
     slack_forget(lc);
-    large_trim_reservation(lc, false);
+    /* an emptied cache keeps its reservation for the block's put, unless
+     * the cap is squeezed (large_trim_reservation): a load, no write */
+    if (lc->n == 0 && lc->reserved != 0 &&
+        __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
+        large_trim_reservation(lc, true);
 }
 
 bool tcache_large_slack_resize(span_t *s, size_t size)
@@ -341,6 +354,8 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
                 arena_free_large(s);
             }
         large_trim_reservation(lc, true);
+    } else {
+        large_trim_reservation(lc, false);   /* a busy cache's excess */
     }
     lc->used = false;
     mutex_unlock_elidable(&lc->lock, held);
