@@ -27,12 +27,12 @@
  * then: every LARGE_TICK_EVERY takes, at each pass of the idle reclaim
  * (tcache_large_flush, idle_only) and by every flush (all of it when the
  * flush empties the cache). A cache a take or the end of a slack leaves
- * empty keeps a step (a take) or what it had (the block that ended its
- * slack is on its way back) only while the cap is less than half
- * reserved, so empty caches never lock the others out. So a cache's
- * reservation never exceeds its budget rounded up to a step, plus a
- * step, and a chain of growth (take, resize, resize, put) makes no
- * atomic read-modify-write. A put that finds the cap taken sends the
+ * empty keeps what it had (its block may well come back) only while the
+ * cap is less than half reserved, so empty caches never lock the others
+ * out. So a cache's reservation never exceeds its budget rounded up to a
+ * step, plus a step, and neither a same-size loop nor a chain of growth
+ * (take, resize, resize, put) makes an atomic read-modify-write but once
+ * every LARGE_TICK_EVERY takes. A put that finds the cap taken sends the
  * cache's older blocks home to make room within what it has, or the
  * block goes home. large_reserved: bytes reserved by all caches (<= the
  * cap). */
@@ -158,6 +158,16 @@ DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
     }
 }
 
+/* An empty cache (lock held) keeps its reservation for the put that
+ * follows its take, or the end of its slack, only while the cap is less
+ * than half reserved: a load, and no write unless the cap is squeezed. */
+DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
+{
+    if (lc->n == 0 && lc->slack == NULL && lc->reserved != 0 &&
+        __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
+        large_trim_reservation(lc, true);
+}
+
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
  * in the cache's reservation and a free slot; false if they cannot (need
  * is over the budget, or the cap leaves no room even for `need` alone). */
@@ -252,8 +262,10 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
     }
     lc->used |= s != NULL;
     bool tick = s != NULL && ++lc->takes % LARGE_TICK_EVERY == 0;
-    if (tick || (lc->n == 0 && lc->slack == NULL))
+    if (tick)
         large_trim_reservation(lc, false);
+    else
+        large_release_if_squeezed(lc);
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
@@ -293,11 +305,7 @@ static void slack_to_block(large_cache_t *lc, span_t *s)
 {
     s->usable = span_end(s) - s->base;
     slack_forget(lc);
-    /* an emptied cache keeps its reservation for the block's put, unless
-     * the cap is squeezed (large_trim_reservation): a load, no write */
-    if (lc->n == 0 && lc->reserved != 0 &&
-        __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
-        large_trim_reservation(lc, true);
+    large_release_if_squeezed(lc);
 }
 
 bool tcache_large_slack_resize(span_t *s, size_t size)
