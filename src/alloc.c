@@ -208,6 +208,8 @@ void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
+    /* a large block's free reads the span's second line and the large
+     * cache: with a cold cache, their misses overlap the first line's */
     __builtin_prefetch((char *)span + 64);
     __builtin_prefetch(&tls_tcache->large);
     span_t *s = checked_span_of(p, span, call);
@@ -356,6 +358,8 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
  * the resize, which is most of a large block's realloc). */
 static void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
+    /* as in free_slow: a large block's resize reads both span lines, and
+     * its slack's cache is most often this thread's */
     __builtin_prefetch(&tls_tcache->large);
     span_t *s = span_of(p);
     __builtin_prefetch((char *)s + 64);
