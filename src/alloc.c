@@ -138,9 +138,10 @@ void *alloc_slow(size_t size)
 }
 
 /* Validates p against its span; returns the span or aborts naming call. */
-DPM_INLINE span_t *checked_span_inline(const void *p, const char *call)
+/* Validates p against s, its span per the page map (NULL: none); returns
+ * s or aborts naming call. */
+DPM_INLINE span_t *checked_span_of(const void *p, span_t *s, const char *call)
 {
-    span_t *s = span_of(p);
     if (s == NULL)
         dpm_misuse(call, p, "invalid pointer");
     if (s->kind == SPAN_SLAB ? !span_is_block_start(s, (uintptr_t)p)
@@ -153,6 +154,7 @@ DPM_INLINE span_t *checked_span_inline(const void *p, const char *call)
     return s;
 }
 
+DPM_INLINE span_t *checked_span_inline(const void *p, const char *call) { return checked_span_of(p, span_of(p), call); }
 static span_t *checked_span(const void *p, const char *call) { return checked_span_inline(p, call); }
 
 static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
@@ -202,11 +204,15 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     free_home(p, s);
 }
 
-void free_slow(void *p, const char *call)
+void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
-    span_t *s = checked_span_inline(p, call);
+    /* a large block's free reads the span's second line and the large
+     * cache: with a cold cache, their misses overlap the first line's */
+    __builtin_prefetch((char *)span + 64);
+    __builtin_prefetch(&tls_tcache->large);
+    span_t *s = checked_span_of(p, span, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
         return;
@@ -223,7 +229,7 @@ void free_leaf_miss(void *p, const char *call)
     const uintptr_t *leaf = radix_leaf(a);
     /* An empty leaf is not cached: one may be made for it later. */
     if (leaf == radix.empty_leaf) {
-        free_slow(p, call);
+        free_slow(p, NULL, call);
         return;
     }
     if (tc == &tcache_empty) {
@@ -233,7 +239,7 @@ void free_leaf_miss(void *p, const char *call)
         if (tls_state == THREAD_NEW && tcache_create_for_thread())
             free_fast(p, call);
         else
-            free_slow(p, call);
+            free_slow(p, span_of(p), call);
         return;
     }
     /* No ordering for signal handlers: like glibc's, dpmalloc's calls
@@ -352,7 +358,12 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
  * the resize, which is most of a large block's realloc). */
 static void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
-    span_t *s = checked_span_inline(p, call);
+    /* as in free_slow: a large block's resize reads both span lines, and
+     * its slack's cache is most often this thread's */
+    __builtin_prefetch(&tls_tcache->large);
+    span_t *s = span_of(p);
+    __builtin_prefetch((char *)s + 64);
+    s = checked_span_of(p, s, call);
     if (unlikely(size > ALLOC_MAX))
         return fail_nomem();
     DPM_ANN_REALLOC_BEGIN(p);
@@ -373,9 +384,14 @@ static void *realloc_checked(void *p, size_t size, size_t align, const char *cal
     if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
         /* slack (tcache_large.c): a growth into pages the block has
-         * (small sizes too: a block that grows moves to a page run) */
-        if (!keep && (size > SMALL_MAX || size > old))
-            keep = tcache_large_slack_resize(s, size);
+         * (small sizes too: a block that grows moves to a page run). No
+         * block has slack under opt.zero, which turns the cache off. */
+        if (!keep && (size > SMALL_MAX || size > old) && tcache_large_slack_resize(s, size)) {
+            s->grew = 1;
+            s->requested = size;
+            DPM_ANN_OPEN_RANGE(p, old, s->usable);
+            return p;
+        }
         if (!keep && size > SMALL_MAX)
             keep = arena_resize_large_in_place(s, size, true);
         if (keep) {

@@ -26,7 +26,9 @@ void *alloc_slow(size_t size) DPM_NOINLINE;
 /* The pop reached the bin's low-water mark: note a new minimum and pop,
  * or, if the bin is empty, take the slow path. */
 void *alloc_at_low_water(size_t size, tc_bin_t *b) DPM_NOINLINE;
-void free_slow(void *p, const char *call) DPM_NOINLINE;
+/* s: p's span per the page map (NULL if none), which free_fast has read
+ * already (a second look-up would be one more cold miss in a row). */
+void free_slow(void *p, span_t *s, const char *call) DPM_NOINLINE;
 /* p is outside the thread's cached page-map leaf: caches p's leaf (if the
  * thread has a cache and p's leaf exists) and frees p. */
 void free_leaf_miss(void *p, const char *call) DPM_NOINLINE;
@@ -111,7 +113,7 @@ DPM_INLINE void free_fast(void *p, const char *call)
             return;
         }
     }
-    free_slow(p, call);
+    free_slow(p, radix_entry_span(e), call);
 }
 
 #endif

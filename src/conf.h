@@ -14,26 +14,28 @@
 
 enum thp_mode { THP_DEFAULT = 0, THP_ALWAYS = 1, THP_NEVER = 2 };
 
+/* The first line holds what the slow paths of malloc, realloc and free
+ * read (the large ones run with a cold cache: one line, one miss). */
 typedef struct dpm_opts {
-    unsigned narenas;                 /* 0: 4 per CPU; at most OPT_NARENAS_MAX */
+    bool junk;
+    bool zero;
+    bool secure;                      /* hardened: no caching, every check at once */
+    bool stats_cycles;                /* sample cycles of slow-path calls */
     bool tcache;
+    unsigned narenas;                 /* 0: 4 per CPU; at most OPT_NARENAS_MAX */
     size_t tcache_max;
+    size_t tcache_large_bytes;        /* bytes in a thread's large cache */
+    size_t tcache_large_bytes_total;  /* bytes in all threads' large caches */
+    size_t oversize_threshold;        /* freed blocks this big are purged at once */
     unsigned tcache_nslots_small_min;
     unsigned tcache_nslots_small_max;
     unsigned tcache_nslots_large;     /* blocks in a thread's large cache */
-    size_t tcache_large_bytes;        /* bytes in a thread's large cache */
-    size_t tcache_large_bytes_total;  /* bytes in all threads' large caches */
     unsigned lg_tcache_nslots_mul;
-    size_t oversize_threshold;        /* freed blocks this big are purged at once */
     int64_t dirty_decay_ms;
     int64_t muzzy_decay_ms;
     bool background_thread;
     bool stats_print;
-    bool stats_cycles;                /* sample cycles of slow-path calls */
     char stats_print_opts[32];
-    bool junk;
-    bool zero;
-    bool secure;                      /* hardened: no caching, every check at once */
     bool hugepages;                   /* segments from explicit huge pages */
     unsigned lg_hugepage;             /* their size: 21 (2 MiB) or 30 (1 GiB, hugepages:1g) */
     unsigned thp;
@@ -43,7 +45,7 @@ typedef struct dpm_opts {
     char slab_sizes[256];             /* as given, for opt.slab_sizes */
     unsigned pcv_slots;               /* per-core variable slots; 0: automatic */
     size_t pcv_size;                  /* bytes of per-core variables per slot */
-} dpm_opts_t;
+} CACHE_ALIGNED dpm_opts_t;
 
 extern dpm_opts_t opt;
 

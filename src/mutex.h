@@ -139,6 +139,17 @@ DPM_INLINE lock_elided_t mutex_lock_elidable(dpm_mutex_t *m)
     return false;
 }
 
+/* The same for a lock whose acquisitions nobody reports: an elided one
+ * touches nothing, not even the lock's line. */
+DPM_INLINE lock_elided_t mutex_lock_elidable_uncounted(dpm_mutex_t *m)
+{
+    if (likely(process_single_threaded()) || unlikely(mutex_all_held_here))
+        return true;
+    if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
+        mutex_lock_contended(m);
+    return false;
+}
+
 DPM_INLINE void mutex_unlock_elidable(dpm_mutex_t *m, lock_elided_t elided)
 {
     if (!elided)

@@ -57,10 +57,10 @@ typedef struct span {
     struct arena *arena;
     list_node_t link;                  /* run-index slot, or a bin's nonfull or emptied slabs */
     list_node_t lru;                   /* decay order of dirty/muzzy runs */
-    uint64_t freed_at_ns;              /* free runs: when they became dirty/muzzy */
 
     /* Large blocks (here, so that a large block's descriptor is its first
-     * two cache lines: large operations often run with a cold cache) */
+     * two cache lines: large operations often run with a cold cache, and
+     * every line they touch costs a miss) */
     size_t usable;           /* bytes from base to the end of the run */
     size_t requested;        /* bytes last asked for (malloc or realloc) */
     uint32_t size_class;
@@ -72,6 +72,8 @@ typedef struct span {
      * into, tcache_large.c), or NULL. Written under that cache's lock,
      * released when cleared: readers of npages load it with acquire. */
     struct large_cache *slack_in;
+
+    uint64_t freed_at_ns;              /* free runs: when they became dirty/muzzy */
 
     /* Slabs */
     struct bin *bin;
@@ -87,7 +89,7 @@ typedef struct span {
      * keyed always, cleared at handout. Bin lock. */
     uint64_t keyed_bits[SLAB_KEYED_WORDS];
     uint8_t on_list;         /* slab is on its bin's nonfull list */
-} span_t;
+} CACHE_ALIGNED span_t;      /* its lines are the lines a look-up touches */
 
 typedef struct segment {
     uintptr_t base;

@@ -88,6 +88,12 @@ static bool tcache_alloc_slots(tcache_t *tc)
     return true;
 }
 
+static void tcache_set_arena(tcache_t *tc, arena_t *a)
+{
+    tc->arena = a;
+    tc->arena_manual = a != NULL && a->manual;
+}
+
 /* A cache with fresh counters; slots of a reused cache are kept. */
 static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
 {
@@ -105,7 +111,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
     tc->leaf_key = TC_NO_LEAF;
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
-    tc->arena = arena;
+    tcache_set_arena(tc, arena);
     tc->events = tc->gc_next = 0;
     tcache_large_init(&tc->large, recycled);
 }
@@ -498,11 +504,11 @@ int thread_bind_arena(arena_t *a)
     if (tls_state == THREAD_CACHED) {
         tcache_t *tc = tcache_mine();
         tcache_flush_all(tc);
-        tc->arena = a;
+        tcache_set_arena(tc, a);
     } else if (tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty)
-            tc->arena = a;
+            tcache_set_arena(tc, a);
     }
     leave_thread_arena();
     tls_arena = a;

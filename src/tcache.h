@@ -103,20 +103,22 @@ typedef struct phased_stash {
  * within the byte budgets; see tcache_large.c. */
 #define TC_LARGE_SLOTS_MAX 64
 typedef struct large_cache {
-    dpm_mutex_t lock;            /* the owner on every op, and reclaimers */
-    unsigned n, nslots;
-    size_t bytes;                /* usable bytes held (read racily by stats) */
+    /* The first line holds what a put, a take and a resize into slack
+     * read (they often run with a cold cache), with the oldest blocks. */
+    uint8_t n, nslots;           /* nslots <= TC_LARGE_SLOTS_MAX */
     bool used;                   /* a put or take since the last reclaim pass */
-    size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
     uint32_t takes;              /* owner only: paces arena decay ticks */
+    size_t bytes;                /* usable bytes held (read racily by stats) */
+    size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
     span_t *slack;               /* the live block whose slack `bytes` counts, or NULL */
     size_t slack_bytes;          /* its pages past its usable bytes */
     span_t *blocks[TC_LARGE_SLOTS_MAX];
+    /* the owner on every op (elided while the process has one thread,
+     * uncounted: nothing reports it), and reclaimers */
+    dpm_mutex_t lock;
 } CACHE_ALIGNED large_cache_t;
 
 typedef struct tcache {
-    tc_bin_t none;              /* tag 0: all zero, so empty and full */
-    tc_bin_t bins[TC_NBINS];
     /* The page-map leaf of the last free: the leaf covering the 4 GiB of
      * addresses p with p >> TC_LEAF_SHIFT == leaf_key, stored as
      * leaf_base, the leaf minus leaf_key's first entry index, so that the
@@ -127,8 +129,14 @@ typedef struct tcache {
      * value in tcache_empty and in a cache without a leaf yet. */
     uintptr_t leaf_key;
     uintptr_t leaf_base;
-    arena_t *arena;
+    arena_t *arena;             /* set with tcache_set_arena */
+    bool arena_manual;          /* arena->manual, in the line a free reads first */
     unsigned stash_next;        /* round-robin victim among the stashes */
+    /* In the first line with the leaf: a free whose tag is 0 (a large
+     * block, a foreign pointer) reads nothing else of the cache. Bins
+     * are 32 bytes from here, so none straddles two lines. */
+    tc_bin_t none;              /* tag 0: all zero, so empty and full */
+    tc_bin_t bins[TC_NBINS];
     phased_stash_t stashes[TC_PHASED_STASHES];
     list_node_t link;           /* on the live or the exited caches */
     /* For reclaimers (tcaches_reclaim), set by the owner at creation: */
@@ -160,6 +168,7 @@ _Static_assert(NSMALL * sizeof(tc_bin_t) <= UINT16_MAX, "bin offsets fit the tab
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
  * otherwise, with one scaled add. */
 _Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
+_Static_assert(offsetof(tcache_t, none) == 32 && sizeof(tc_bin_t) == 32, "the leaf and none share a line; bins never straddle two");
 DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 {
     return (tc_bin_t *)((char *)tc + offsetof(tcache_t, none) + tag * sizeof(tc_bin_t));

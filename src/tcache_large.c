@@ -21,12 +21,21 @@
 
 /* The cap over all threads is kept by reservation: a cache reserves what
  * it holds from tcache_large_bytes_total in steps of LARGE_RESERVE_STEP
- * (one compare-and-swap per step), and gives back all but one step of
- * slack as it holds less (all of it when a flush empties it). Puts and takes
- * within a cache's reservation touch no shared counter; a put that finds
- * the cap taken sends the cache's older blocks home to make room within
- * what it has, or the block goes home. large_reserved: bytes reserved by
- * all caches (<= the cap). */
+ * (one compare-and-swap per step) before it holds it. A take that leaves
+ * blocks in the cache keeps the reservation for the put that follows, so
+ * the excess over what it holds plus a step is given back only now and
+ * then: every LARGE_TICK_EVERY takes, at each pass of the idle reclaim
+ * (tcache_large_flush, idle_only) and by every flush (all of it when the
+ * flush empties the cache). A cache a take or the end of a slack leaves
+ * empty keeps what it had (its block may well come back) only while the
+ * cap is less than half reserved, so empty caches never lock the others
+ * out. So a cache's reservation never exceeds its budget rounded up to a
+ * step, plus a step, and neither a same-size loop nor a chain of growth
+ * (take, resize, resize, put) makes an atomic read-modify-write but once
+ * every LARGE_TICK_EVERY takes. A put that finds the cap taken sends the
+ * cache's older blocks home to make room within what it has, or the
+ * block goes home. large_reserved: bytes reserved by all caches (<= the
+ * cap). */
 static size_t large_reserved;
 
 #define LARGE_RESERVE_STEP ((size_t)1 << 20)
@@ -132,10 +141,8 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
 }
 
 /* Gives back what the cache no longer needs (lock held): all but one step
- * of slack over what it holds, so that a loop that takes and puts back
- * one block touches no shared counter; everything if `all` (a flush: the
- * thread exits, or the cache sat idle, or it was asked to) and it is
- * empty. */
+ * of slack over what it holds; everything if `all` (a flush: the thread
+ * exits, or the cache sat idle, or it was asked to) and it is empty. */
 DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
 {
     /* An empty cache keeps its step of slack only while the cap is less
@@ -149,6 +156,16 @@ DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
         __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);
         lc->reserved = keep;
     }
+}
+
+/* An empty cache (lock held) keeps its reservation for the put that
+ * follows its take, or the end of its slack, only while the cap is less
+ * than half reserved: a load, and no write unless the cap is squeezed. */
+DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
+{
+    if (lc->n == 0 && lc->slack == NULL && lc->reserved != 0 &&
+        __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
+        large_trim_reservation(lc, true);
 }
 
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
@@ -171,14 +188,18 @@ static bool large_make_room(large_cache_t *lc, size_t need)
     return true;
 }
 
+/* A large class's size (put takes blocks of at most LARGE_ROUND_MAX):
+ * arena_large_usable's formula, as the class table is one more cold line */
+static bool large_is_class_size(size_t usable) { return arena_large_usable(usable, 0) == usable; }
+
 bool tcache_large_put(tcache_t *tc, span_t *s)
 {
     large_cache_t *lc = &tc->large;
     /* Only whole, untyped blocks of the thread's own automatic arena, of a
      * class size (what a later request of that class is served with) or
      * grown by realloc (served cut down, below). */
-    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || s->arena->manual ||
-        s->type_id != 0 || s->base != s->start || (!s->grew && s->usable != sc_size(s->size_class)) ||
+    if (!large_cache_in_play(tc) || s->kind != SPAN_LARGE || s->arena != tc->arena || tc->arena_manual ||
+        s->type_id != 0 || s->base != s->start || (!s->grew && !large_is_class_size(s->usable)) ||
         s->usable > large_block_max())
         return false;
     /* A block of at least oversize_threshold goes home to be purged at
@@ -187,7 +208,7 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
     if (threshold != 0 && span_bytes(s) >= threshold)
         return false;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     bool ok = large_make_room(lc, s->usable);
     if (ok) {
         __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
@@ -212,7 +233,7 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
     size_t exact = c >= NSMALL ? sc_size(c) : 0;
     span_t *s = NULL;
     bool with_slack = false;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     /* newest first: the newest block of the class, else the newest grown
      * block that is big enough, in one pass */
     unsigned grown = lc->n;
@@ -240,7 +261,11 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
         }
     }
     lc->used |= s != NULL;
-    large_trim_reservation(lc, false);
+    bool tick = s != NULL && ++lc->takes % LARGE_TICK_EVERY == 0;
+    if (tick)
+        large_trim_reservation(lc, false);
+    else
+        large_release_if_squeezed(lc);
     mutex_unlock_elidable(&lc->lock, held);
     if (s == NULL)
         return NULL;
@@ -254,7 +279,7 @@ DPM_INLINE void *large_take(tcache_t *tc, size_t size, unsigned c, bool cut_only
     s->grew = with_slack;
     /* Arenas run decay from their own operations: a thread whose big
      * blocks all come from here still ticks its arena now and then. */
-    if (++lc->takes % LARGE_TICK_EVERY == 0)
+    if (tick)
         arena_tick_now(tc->arena);
     s->requested = size;
     return (void *)s->base;
@@ -280,7 +305,7 @@ static void slack_to_block(large_cache_t *lc, span_t *s)
 {
     s->usable = span_end(s) - s->base;
     slack_forget(lc);
-    large_trim_reservation(lc, false);
+    large_release_if_squeezed(lc);
 }
 
 bool tcache_large_slack_resize(span_t *s, size_t size)
@@ -289,7 +314,7 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
     if (lc == NULL)
         return false;
     bool served = false;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {   /* else cut meanwhile */
         size_t full = span_end(s) - s->base;
         size_t usable = arena_large_usable(size, s->base - s->start);
@@ -315,7 +340,7 @@ void tcache_large_slack_end(span_t *s)
     large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
     if (lc == NULL)
         return;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc)
         slack_to_block(lc, s);
     mutex_unlock_elidable(&lc->lock, held);
@@ -325,7 +350,7 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
 {
     large_cache_t *lc = &tc->large;
     size_t sent = 0;
-    lock_elided_t held = mutex_lock_elidable(&lc->lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     if (!idle_only || !lc->used) {
         size_t slack = lc->slack_bytes;
         if (lc->slack != NULL && (only == NULL || lc->slack->arena == only) && slack_cut(lc))
@@ -337,6 +362,8 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
                 arena_free_large(s);
             }
         large_trim_reservation(lc, true);
+    } else {
+        large_trim_reservation(lc, false);   /* a busy cache's excess */
     }
     lc->used = false;
     mutex_unlock_elidable(&lc->lock, held);

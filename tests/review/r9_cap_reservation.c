@@ -50,6 +50,10 @@
 
 enum { NHOLD_MAX = 256 };
 static int nhold = 40;   /* argv[1]: how many idle holders */
+/* argv[2] "chain": each holder ends a chain of growth instead. Its cache
+ * keeps its reservation across the chain (for the block's put), which
+ * must not lock the others out either once the cap is half reserved. */
+static int chain_mode;
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int ready, go;
@@ -57,11 +61,25 @@ static int ready, go;
 static void *holder(void *arg)
 {
     (void)arg;
-    char *p = malloc(16384);
-    memset(p, 1, 16384);
-    free(p);
-    p = malloc(16384);   /* out of the cache again: the cache is empty */
-    memset(p, 1, 16384);
+    char *p;
+    if (chain_mode) {
+        /* a grown block goes to the cache, a smaller request takes it
+         * with slack, and realloc grows into all of it: the cache is
+         * empty and its block is live */
+        p = malloc(65536);
+        p = realloc(p, 1 << 20);
+        memset(p, 1, 1 << 20);
+        free(p);
+        p = malloc(65536);
+        p = realloc(p, 1 << 20);
+        memset(p, 1, 1 << 20);
+    } else {
+        p = malloc(16384);
+        memset(p, 1, 16384);
+        free(p);
+        p = malloc(16384);   /* out of the cache again: the cache is empty */
+        memset(p, 1, 16384);
+    }
     pthread_mutex_lock(&m);
     ready++;
     pthread_cond_broadcast(&cv);
@@ -101,6 +119,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         nhold = atoi(argv[1]) > 0 && atoi(argv[1]) <= NHOLD_MAX ? atoi(argv[1]) : nhold;
+    chain_mode = argc > 2 && strcmp(argv[2], "chain") == 0;
     pthread_t t[NHOLD_MAX], w;
     for (int i = 0; i < nhold; i++)
         pthread_create(&t[i], NULL, holder, NULL);
