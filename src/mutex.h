@@ -129,18 +129,8 @@ DPM_INLINE void mutex_unlock(dpm_mutex_t *m)
 /* How the caller holds an elidable lock: true if nothing was taken. */
 typedef bool lock_elided_t;
 
-DPM_INLINE lock_elided_t mutex_lock_elidable(dpm_mutex_t *m)
-{
-    if (likely(process_single_threaded()) || unlikely(mutex_all_held_here)) {
-        mutex_count_acquired(m);
-        return true;
-    }
-    mutex_lock(m);
-    return false;
-}
-
-/* The same for a lock whose acquisitions nobody reports: an elided one
- * touches nothing, not even the lock's line. */
+/* mutex_lock_elidable for a lock whose acquisitions nobody reports: an
+ * elided one touches nothing, not even the lock's line. */
 DPM_INLINE lock_elided_t mutex_lock_elidable_uncounted(dpm_mutex_t *m)
 {
     if (likely(process_single_threaded()) || unlikely(mutex_all_held_here))
@@ -148,6 +138,13 @@ DPM_INLINE lock_elided_t mutex_lock_elidable_uncounted(dpm_mutex_t *m)
     if (unlikely(pthread_mutex_trylock(&m->lock) != 0))
         mutex_lock_contended(m);
     return false;
+}
+
+DPM_INLINE lock_elided_t mutex_lock_elidable(dpm_mutex_t *m)
+{
+    lock_elided_t elided = mutex_lock_elidable_uncounted(m);
+    mutex_count_acquired(m);
+    return elided;
 }
 
 DPM_INLINE void mutex_unlock_elidable(dpm_mutex_t *m, lock_elided_t elided)

@@ -140,32 +140,42 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
     return true;
 }
 
-/* Gives back what the cache no longer needs (lock held): all but one step
- * of slack over what it holds; everything if `all` (a flush: the thread
- * exits, or the cache sat idle, or it was asked to) and it is empty. */
-DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
+/* An empty cache keeps a reservation only while the cap is less than
+ * half reserved: idle threads' empty caches never lock the others out of
+ * it (lock held). */
+DPM_INLINE bool large_empty_and_squeezed(const large_cache_t *lc)
 {
-    /* An empty cache keeps its step of slack only while the cap is less
-     * than half reserved: idle threads' empty caches never lock the
-     * others out of it. */
-    bool empty = lc->n == 0 && lc->slack == NULL;
-    if (empty && __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
-        all = true;
-    size_t keep = all && empty ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP;
+    return lc->n == 0 && lc->slack == NULL && lc->reserved != 0 &&
+           __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2;
+}
+
+/* Gives back all of the cache's reservation above keep (lock held). */
+DPM_INLINE void large_keep_reservation(large_cache_t *lc, size_t keep)
+{
     if (lc->reserved > keep) {
         __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);
         lc->reserved = keep;
     }
 }
 
-/* An empty cache (lock held) keeps its reservation for the put that
- * follows its take, or the end of its slack, only while the cap is less
- * than half reserved: a load, and no write unless the cap is squeezed. */
+/* Gives back what the cache no longer needs (lock held): all but one step
+ * of slack over what it holds; everything if it is empty and `all` (a
+ * flush: the thread exits, or the cache sat idle, or it was asked to) or
+ * the cap is squeezed. */
+DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
+{
+    bool empty = lc->n == 0 && lc->slack == NULL;
+    bool release = empty && (all || large_empty_and_squeezed(lc));
+    large_keep_reservation(lc, release ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP);
+}
+
+/* An empty cache keeps its whole reservation for the put that follows its
+ * take, or the end of its slack, unless the cap is squeezed: a load, and
+ * no write otherwise (lock held). */
 DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
 {
-    if (lc->n == 0 && lc->slack == NULL && lc->reserved != 0 &&
-        __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
-        large_trim_reservation(lc, true);
+    if (large_empty_and_squeezed(lc))
+        large_keep_reservation(lc, 0);
 }
 
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
