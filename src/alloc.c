@@ -386,19 +386,15 @@ static void *realloc_checked(void *p, size_t size, size_t align, const char *cal
         /* slack (tcache_large.c): a growth into pages the block has
          * (small sizes too: a block that grows moves to a page run). No
          * block has slack under opt.zero, which turns the cache off. */
-        if (!keep && (size > SMALL_MAX || size > old) && tcache_large_slack_resize(s, size)) {
-            s->grew = 1;
-            s->requested = size;
-            DPM_ANN_OPEN_RANGE(p, old, s->usable);
-            return p;
-        }
+        bool into_slack = !keep && (size > SMALL_MAX || size > old) && tcache_large_slack_resize(s, size);
+        keep |= into_slack;
         if (!keep && size > SMALL_MAX)
             keep = arena_resize_large_in_place(s, size, true);
         if (keep) {
             s->grew |= size > old;
             s->requested = size;
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
-            if (unlikely(opt.zero) && s->usable > old)
+            if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
             return p;
         }
