@@ -27,7 +27,9 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NTHREADS 4
 
@@ -41,12 +43,14 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int ready, release_now, failures;
 static volatile int spin_stop;
 static const char *sleep_kind = "cond";
+static pid_t sleeper_tid[NTHREADS];
 
 static void *sleeper(void *arg)
 {
     uintptr_t tag = (uintptr_t)arg * 1000003u;
     int bad = churn_small_sizes(tag, 2);
     pthread_mutex_lock(&lock);
+    sleeper_tid[ready] = (pid_t)syscall(SYS_gettid);
     ready++;
     pthread_cond_broadcast(&cond);
     if (strcmp(sleep_kind, "cond") == 0) {
@@ -71,13 +75,39 @@ static void *sleeper(void *arg)
     return NULL;
 }
 
+/* True if thread tid sleeps in the kernel in a futex wait, the state a
+ * reclaimer requires (docs/design.md, "Small bins of sleeping threads"). */
+static bool asleep_in_futex(pid_t tid)
+{
+    char path[64], line[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    return got && atol(line) == SYS_futex && strchr(line, ' ') != NULL;
+}
+
 static void wait_ready(void)
 {
     pthread_mutex_lock(&lock);
     while (ready < NTHREADS)
         pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
-    struct timespec ts = {0, 100 * 1000 * 1000};   /* let them fall asleep */
+    /* let them fall asleep: the condition-variable sleepers until the
+     * kernel shows each in its futex wait (a loaded machine may take far
+     * longer than a fixed pause to get them there), the others a pause */
+    double t0 = test_now_s();
+    for (int i = 0; strcmp(sleep_kind, "cond") == 0 && i < NTHREADS && test_now_s() - t0 < 20.0;) {
+        if (asleep_in_futex(sleeper_tid[i])) {
+            i++;
+            continue;
+        }
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
 }
 
