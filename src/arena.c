@@ -332,6 +332,35 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
 
 /* ---- slabs: bin fills and flushes -------------------------------------- */
 
+/* The page-source calls under way in the calling thread, innermost last
+ * (a callback may allocate, and so call another source). A forked child
+ * has only the forking thread: arenas_postfork_child counts these calls
+ * in again and no other thread's. Deeper nesting than this is not
+ * recorded, and the child would then see fewer calls in flight. */
+#define SOURCE_CALLS_MAX 16
+static __thread struct source_call {
+    arena_t *arena;
+    const purge_batch_t *batch;   /* a purge's runs, NULL for a growth */
+} source_calls_here[SOURCE_CALLS_MAX];
+static __thread unsigned source_calls_depth;
+
+/* a's count of calls in flight, of the kind given (lock held) */
+static uint32_t *in_flight_count(arena_t *a, bool purge) { return purge ? &a->purges_in_flight : &a->grows_in_flight; }
+
+static void source_call_begin(arena_t *a, const purge_batch_t *purge)
+{
+    (*in_flight_count(a, purge != NULL))++;
+    if (source_calls_depth < SOURCE_CALLS_MAX)
+        source_calls_here[source_calls_depth] = (struct source_call){a, purge};
+    source_calls_depth++;
+}
+
+static void source_call_end(arena_t *a, const purge_batch_t *purge)
+{
+    (*in_flight_count(a, purge != NULL))--;
+    source_calls_depth--;
+}
+
 /* A segment from a's page source, added to its heap: called with no lock
  * held (the source is user code), so the caller must look for room again
  * afterwards. False when the source had none (errno = ENOMEM). The call is
@@ -347,12 +376,12 @@ static bool arena_grow_from_source(arena_t *a, size_t bytes)
         return false;
     }
     page_source_t src = a->ph.options.source;
-    a->grows_in_flight++;
+    source_call_begin(a, NULL);
     mutex_unlock_elidable(&a->lock, held);
     bool zeroed;
     void *mem = ph_source_alloc(&src, bytes, &zeroed);
     held = mutex_lock_elidable(&a->lock);
-    a->grows_in_flight--;
+    source_call_end(a, NULL);
     bool added = mem != NULL && ph_add_segment(&a->ph, mem, bytes, zeroed, true, false);
     mutex_unlock_elidable(&a->lock, held);
     if (mem != NULL && !added && src.free != NULL)
@@ -764,13 +793,13 @@ static void run_purge_calls(arena_t *a, purge_batch_t *b)
         return;
     }
     mutex_lock(&a->lock);
-    a->purges_in_flight++;
+    source_call_begin(a, b);
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
     ph_purge_run(b);
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
-    a->purges_in_flight--;
+    source_call_end(a, b);
     mutex_unlock(&a->lock);
 }
 
@@ -1162,6 +1191,26 @@ void arenas_postfork_child(void)
     mutex_init(&arenas_lock);
     unsigned n = narenas_total;
     for (unsigned i = 0; i < n; i++)
-        if (arenas[i] != NULL)
-            arenas[i]->nthreads = arenas[i]->homing_in_flight = 0;
+        if (arenas[i] != NULL) {
+            /* only the forking thread lives on: no other thread is bound,
+             * sends blocks home or runs a page source's callback here (a
+             * batch another thread had taken out to purge, or was growing
+             * the heap by, is lost to the child with that thread) */
+            arena_t *a = arenas[i];
+            a->nthreads = a->homing_in_flight = 0;
+            a->purges_in_flight = a->grows_in_flight = 0;
+            /* the forking thread's own calls (it forked from inside a
+             * callback) still end, and count out, in the child */
+            const purge_batch_t *mine[SOURCE_CALLS_MAX];
+            unsigned nmine = 0, depth = source_calls_depth < SOURCE_CALLS_MAX ? source_calls_depth : SOURCE_CALLS_MAX;
+            for (unsigned k = 0; k < depth; k++) {
+                if (source_calls_here[k].arena != a)
+                    continue;
+                (*in_flight_count(a, source_calls_here[k].batch != NULL))++;
+                if (source_calls_here[k].batch != NULL)
+                    mine[nmine++] = source_calls_here[k].batch;
+            }
+            if (a->ph.busy_pages != 0)
+                ph_postfork_reclaim_busy(&a->ph, mine, nmine);
+        }
 }

@@ -217,8 +217,8 @@ static int h_tcache_flush(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
     int err = action_only(c);
-    if (err == 0 && tls_state == THREAD_CACHED)
-        tcache_flush_all(tcache_mine());
+    if (err == 0)
+        tcache_flush_mine();
     return err;
 }
 
@@ -301,8 +301,7 @@ static int h_arena_reset(const ctl_call_t *c, const void *arg)
         return ENOENT;
     /* Of all caches only the caller's may hold the arena's blocks now
      * (arena_reset refuses while other threads are bound): they go first. */
-    if (tls_state == THREAD_CACHED)
-        tcache_flush_all(tcache_mine());
+    tcache_flush_mine();
     return arg != NULL ? arena_destroy((unsigned)c->idx[0]) : arena_reset((unsigned)c->idx[0], tls_arena);
 }
 

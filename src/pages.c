@@ -275,7 +275,11 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
 
 __thread uint32_t ph_source_calls_here;
 
-/* The source's calls, counted in ph_source_calls_here while they run.
+/* The source's calls, counted in ph_source_calls_here while they run,
+ * and covered by mutex_blocking_here like any sleep inside dpmalloc: a
+ * callback may sleep (in a lock of its own), and a thread asleep there is
+ * in the middle of an allocator call, whose cache a reclaimer must leave
+ * alone (tcache.c).
  * Memory crossing between dpmalloc and the source carries no poison of
  * dpmalloc's (ASan build: freed blocks are poisoned, src/annotate.h):
  * the source may write to what it gets back, and a range it hands out
@@ -283,7 +287,9 @@ __thread uint32_t ph_source_calls_here;
 static void *source_alloc(const page_source_t *src, size_t size, bool *zeroed)
 {
     ph_source_calls_here++;
+    mutex_blocking_begin();
     void *mem = src->alloc(src->ctx, size, SEG_UNIT, zeroed);
+    mutex_blocking_end();
     ph_source_calls_here--;
     if (mem != NULL)
         DPM_ANN_UNMAP(mem, size);
@@ -294,7 +300,9 @@ static void source_free(const page_source_t *src, void *addr, size_t size)
 {
     DPM_ANN_UNMAP(addr, size);
     ph_source_calls_here++;
+    mutex_blocking_begin();
     src->free(src->ctx, addr, size);
+    mutex_blocking_end();
     ph_source_calls_here--;
 }
 
@@ -302,7 +310,9 @@ static bool source_purge(const page_source_t *src, void *addr, size_t size)
 {
     DPM_ANN_UNMAP(addr, size);
     ph_source_calls_here++;
+    mutex_blocking_begin();
     bool zeroed = src->purge(src->ctx, addr, size);
+    mutex_blocking_end();
     ph_source_calls_here--;
     return zeroed;
 }
@@ -814,6 +824,36 @@ void ph_purge_run(purge_batch_t *b)
         }
         it->got = (uint8_t)(it->lazy ? os_purge_lazy((void *)it->from, it->bytes)
                                      : os_purge_now((void *)it->from, it->bytes));
+    }
+}
+
+static bool in_batches(const span_t *r, const purge_batch_t *const *batches, unsigned n)
+{
+    for (unsigned k = 0; k < n; k++)
+        for (unsigned i = 0; i < batches[k]->n; i++)
+            if (batches[k]->item[i].run == r)
+                return true;
+    return false;
+}
+
+void ph_postfork_reclaim_busy(page_heap_t *ph, const purge_batch_t *const *live, unsigned nlive)
+{
+    /* collected first: filing a run may merge it with its neighbours and
+     * let its segment go, which a walk could not survive (a busy run is
+     * on no list, so its lru link is free) */
+    list_t orphans = {0};
+    list_for_each(segment_t, seg, &ph->segments, link)
+        for (size_t i = seg->first_page; i < seg->npages;) {
+            span_t *s = radix_span(seg->base + (i << LG_PAGE));
+            i += s->npages;
+            if (s->kind == SPAN_FREE && s->state == RUN_BUSY && !in_batches(s, live, nlive))
+                list_push_front(&orphans, &s->lru);
+        }
+    list_node_t *n;
+    while ((n = list_pop_front(&orphans)) != NULL) {
+        span_t *s = list_item(n, span_t, lru);
+        ph->busy_pages -= s->npages;
+        retain(ph, s);
     }
 }
 

@@ -143,6 +143,11 @@ void ph_purge_run(purge_batch_t *b);
  * retained) and unmaps wholly free segments. Returns the pages the kernel
  * accepted to release. */
 size_t ph_purge_finish(page_heap_t *ph, purge_batch_t *b, uint64_t now_ns);
+/* In a forked child: the runs another thread had taken out to purge (its
+ * batch is gone with it) go back to the heap as a refused purge's do
+ * (retained); the batches in `live`, the forking thread's own, are left
+ * to it. Lock held. */
+void ph_postfork_reclaim_busy(page_heap_t *ph, const purge_batch_t *const *live, unsigned nlive);
 /* All three steps in a loop under the caller's lock until no run is due
  * (tests, and callers that do not mind the lock). Returns pages released. */
 size_t ph_decay(page_heap_t *ph, uint64_t now_ns, int64_t dirty_ms, int64_t muzzy_ms);

@@ -377,18 +377,27 @@ static void take_oldest(tcache_t *tc, unsigned c, unsigned k, void **out)
     tc->stats[c].fresh = 0;   /* slid slots hold pushed blocks */
 }
 
+/* Sends at most n of bin c's oldest blocks home. A page source's callback
+ * that send_home runs may push blocks into this very bin (its frees, in
+ * a thread bound to the source's arena): the loop counts what it took,
+ * so a callback that frees as fast as the flush sends home cannot keep
+ * it going. */
 static void flush_oldest(tcache_t *tc, unsigned c, unsigned n)
 {
     tc_bin_t *b = &tc->bins[c];
     unsigned count = tc_bin_count(b);
-    if (n == 0 || count == 0)
+    if (n > count)
+        n = count;
+    if (n == 0)
         return;
-    unsigned keep = n < count ? count - n : 0;
     void *out[FLUSH_CHUNK];
-    while ((count = tc_bin_count(b)) > keep) {
-        unsigned k = count - keep < FLUSH_CHUNK ? count - keep : FLUSH_CHUNK;
+    while (n > 0 && (count = tc_bin_count(b)) > 0) {
+        unsigned k = n < count ? n : count;
+        if (k > FLUSH_CHUNK)
+            k = FLUSH_CHUNK;
         take_oldest(tc, c, k, out);
         send_home(out, k, c);
+        n -= k;
     }
     counter_add(&tc->stats[c].nflushes, 1);
 }
@@ -460,6 +469,35 @@ void tcache_flush_all(tcache_t *tc)
         stash_flush(&tc->stashes[k]);
 }
 
+/* The calling thread's cache tc, emptied by its owner so that it holds no
+ * block afterwards: the flush may run a page source's callbacks on this
+ * thread, and what they allocate and free must not land in the cache
+ * being emptied (a bin refilled from the arena the thread is about to
+ * leave or reset would outlive the flush). The thread runs uncached
+ * meanwhile, as one whose cache is disabled; the caller puts the cache
+ * back (cache_resume) or leaves it disabled. */
+static void flush_own_uncached(tcache_t *tc)
+{
+    __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
+    tls_state = THREAD_NOCACHE;
+    tcache_flush_all(tc);
+}
+
+static void cache_resume(tcache_t *tc)
+{
+    tls_state = THREAD_CACHED;
+    attach(tc);
+}
+
+void tcache_flush_mine(void)
+{
+    if (tls_state != THREAD_CACHED)
+        return;
+    tcache_t *tc = tcache_mine();
+    flush_own_uncached(tc);
+    cache_resume(tc);
+}
+
 /* Blocks the bin held unused since its last trim: the ones below the
  * low-water mark. */
 static unsigned unused_since_trim(const tc_bin_t *b)
@@ -503,8 +541,9 @@ int thread_bind_arena(arena_t *a)
         return EINVAL;
     if (tls_state == THREAD_CACHED) {
         tcache_t *tc = tcache_mine();
-        tcache_flush_all(tc);
+        flush_own_uncached(tc);
         tcache_set_arena(tc, a);
+        cache_resume(tc);
     } else if (tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty)
@@ -523,10 +562,8 @@ void thread_tcache_enable(bool on)
     if (tc == &tcache_empty)
         tc = NULL;
     if (!on) {
-        if (tls_state == THREAD_CACHED) {
-            tcache_flush_all(tc);
-            __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
-        }
+        if (tls_state == THREAD_CACHED)
+            flush_own_uncached(tc);
         if (tls_state != THREAD_EXITING)
             tls_state = THREAD_NOCACHE;
         return;

@@ -381,6 +381,11 @@ size_t tcaches_reclaim(bool idle_only, const arena_t *only);
 uint64_t tcaches_reclaims(void);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
+/* Empties the calling thread's cache (if it has one in use) so that it
+ * holds no block on return, also when a page source's callback allocates
+ * and frees during the flush: thread.tcache.flush, and before an arena
+ * reset by its bound thread. */
+void tcache_flush_mine(void);
 /* Counts a slow-path event; every TC_GC_EVERY trims one bin. */
 void tcache_event(tcache_t *tc);
 /* The arena this thread allocates from. */
