@@ -169,13 +169,19 @@ DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
     large_keep_reservation(lc, release ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP);
 }
 
-/* An empty cache keeps its whole reservation for the put that follows its
- * take, or the end of its slack, unless the cap is squeezed: a load, and
- * no write otherwise (lock held). */
+/* A cache keeps its whole reservation for the put that follows its take,
+ * or the end of its slack, unless the cap is squeezed (more than half
+ * reserved): then it keeps only what covers the bytes it holds, nothing
+ * if it is empty, so that idle threads' caches, which take no more ticks,
+ * never lock the others out. A cache with slack (a chain of growth under
+ * way: the slack counts in its bytes) waits for the end of the slack,
+ * so a chain's take reads no shared line. A load, and no write otherwise
+ * (lock held). */
 DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
 {
-    if (large_empty_and_squeezed(lc))
-        large_keep_reservation(lc, 0);
+    if (lc->slack == NULL && lc->reserved != 0 &&
+        __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
+        large_keep_reservation(lc, round_up(lc->bytes, LARGE_RESERVE_STEP));
 }
 
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
@@ -200,7 +206,12 @@ static bool large_make_room(large_cache_t *lc, size_t need)
 
 /* A large class's size (put takes blocks of at most LARGE_ROUND_MAX):
  * arena_large_usable's formula, as the class table is one more cold line */
-static bool large_is_class_size(size_t usable) { return arena_large_usable(usable, 0) == usable; }
+static bool large_is_class_size(size_t usable)
+{
+    /* a page run below the large classes (an aligned small request) is
+     * of no class: no take could ever hand it out */
+    return usable > SMALL_MAX && arena_large_usable(usable, 0) == usable;
+}
 
 bool tcache_large_put(tcache_t *tc, span_t *s)
 {
