@@ -217,9 +217,7 @@ static int h_tcache_flush(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
     int err = action_only(c);
-    if (err == 0)
-        tcache_flush_mine();
-    return err;
+    return err != 0 ? err : tcache_flush_mine();
 }
 
 static int h_tcache_enabled(const ctl_call_t *c, const void *arg)
@@ -231,7 +229,7 @@ static int h_tcache_enabled(const ctl_call_t *c, const void *arg)
         return -w;
     int err = read_out(c, &old, sizeof(old));
     if (err == 0 && w == 1)
-        thread_tcache_enable(v);
+        err = thread_tcache_enable(v);
     return err;
 }
 
@@ -301,7 +299,9 @@ static int h_arena_reset(const ctl_call_t *c, const void *arg)
         return ENOENT;
     /* Of all caches only the caller's may hold the arena's blocks now
      * (arena_reset refuses while other threads are bound): they go first. */
-    tcache_flush_mine();
+    err = tcache_flush_mine();
+    if (err != 0)
+        return err;
     return arg != NULL ? arena_destroy((unsigned)c->idx[0]) : arena_reset((unsigned)c->idx[0], tls_arena);
 }
 

@@ -9,7 +9,6 @@
 #include "conf.h"
 #include "error.h"
 #include "global.h"
-#include "os.h"
 
 #include <errno.h>
 #include <string.h>
@@ -285,6 +284,8 @@ void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const ch
 
 /* ---- fill and flush ---------------------------------------------------- */
 
+static void send_home(void **objs, unsigned n, unsigned c);
+
 void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
@@ -315,8 +316,13 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     for (unsigned i = 0; i < got; i++)
         if (!keyed[i])
             order[k++] = batch[i];
-    bool was_empty = tc_bin_count(b) == 0;
-    for (unsigned i = got; i-- > 1;)
+    /* a page source's callback that the fill ran may have pushed blocks
+     * meanwhile: what no longer fits goes home (after the pushes: sending
+     * may run callbacks again, whose frees see a full bin as such) */
+    unsigned count = tc_bin_count(b), room = b->ncached_max > count ? b->ncached_max - count : 0;
+    unsigned push = got - 1 < room ? got - 1 : room;
+    bool was_empty = count == 0;
+    for (unsigned i = push + 1; i-- > 1;)
         tc_bin_push(b, order[i]);
     b->low_lo = low16(b->head);
     unsigned clean = got - (nkeyed > 1 ? nkeyed : 1);   /* unkeyed blocks pushed, at the top */
@@ -325,6 +331,8 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
         tc_block_handed_out(order[0]);
     else
         DPM_ANN_OPEN_KEY(order[0]);
+    if (push < got - 1)
+        send_home(order + 1 + push, got - 1 - push, c);
     return order[0];
 }
 
@@ -476,10 +484,15 @@ void tcache_flush_all(tcache_t *tc)
  * leave or reset would outlive the flush). The thread runs uncached
  * meanwhile, as one whose cache is disabled; the caller puts the cache
  * back (cache_resume) or leaves it disabled. */
-static void flush_own_uncached(tcache_t *tc)
+static void cache_suspend(void)
 {
     __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
     tls_state = THREAD_NOCACHE;
+}
+
+static void flush_own_uncached(tcache_t *tc)
+{
+    cache_suspend();
     tcache_flush_all(tc);
 }
 
@@ -489,13 +502,22 @@ static void cache_resume(tcache_t *tc)
     attach(tc);
 }
 
-void tcache_flush_mine(void)
+/* A page source's callback may not change its own thread's cache or
+ * binding (thread.arena, thread.tcache.enabled, .flush, .ncached_max,
+ * a reset that flushes it): the call that ran the callback may be in the
+ * middle of a fill, a flush or a rebind of that very cache. */
+static bool in_source_callback(void) { return ph_source_calls_here != 0; }
+
+int tcache_flush_mine(void)
 {
+    if (in_source_callback())
+        return EBUSY;
     if (tls_state != THREAD_CACHED)
-        return;
+        return 0;
     tcache_t *tc = tcache_mine();
     flush_own_uncached(tc);
     cache_resume(tc);
+    return 0;
 }
 
 /* Blocks the bin held unused since its last trim: the ones below the
@@ -535,10 +557,18 @@ void tcache_event(tcache_t *tc)
 /* Counted in a first (refused if a is gone), then the cache gives back
  * the old arena's blocks, then the old arena is left: at no point does
  * the cache hold blocks of an arena that does not count the thread. */
+/* The arena a rebind under way has counted the thread in, until it is
+ * tls_arena: a fork from a page source's callback during the rebind's
+ * flush leaves the child bound to both (tcaches_postfork_child). */
+static __thread arena_t *tls_arena_joining;
+
 int thread_bind_arena(arena_t *a)
 {
+    if (in_source_callback())
+        return EBUSY;
     if (!arena_bind_thread(a))
         return EINVAL;
+    tls_arena_joining = a;
     if (tls_state == THREAD_CACHED) {
         tcache_t *tc = tcache_mine();
         flush_own_uncached(tc);
@@ -551,12 +581,15 @@ int thread_bind_arena(arena_t *a)
     }
     leave_thread_arena();
     tls_arena = a;
+    tls_arena_joining = NULL;
     ensure_exit_hook();
     return 0;
 }
 
-void thread_tcache_enable(bool on)
+int thread_tcache_enable(bool on)
 {
+    if (in_source_callback())
+        return EBUSY;
     /* The key keeps the cache while it is disabled: stats, thread exit. */
     tcache_t *tc = tls_state == THREAD_NEW ? NULL : pthread_getspecific(g.thread_key);
     if (tc == &tcache_empty)
@@ -566,7 +599,7 @@ void thread_tcache_enable(bool on)
             flush_own_uncached(tc);
         if (tls_state != THREAD_EXITING)
             tls_state = THREAD_NOCACHE;
-        return;
+        return 0;
     }
     if (tls_state == THREAD_NOCACHE && tc != NULL) {
         tls_state = THREAD_CACHED;
@@ -575,6 +608,7 @@ void thread_tcache_enable(bool on)
         tls_state = THREAD_NEW;
         tcache_create_for_thread();
     }
+    return 0;
 }
 
 int thread_ncached_max_get(size_t size, size_t *out)
@@ -595,6 +629,8 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
 {
     if (size_lo == 0 || size_hi < size_lo || n > TC_NCACHED_LIMIT)
         return EINVAL;
+    if (in_source_callback())
+        return EBUSY;
     if (tls_state == THREAD_NEW)
         tcache_create_for_thread();
     if (tls_state != THREAD_CACHED)
@@ -602,7 +638,11 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
     tcache_t *tc = tcache_mine();
     if (size_hi > SMALL_MAX)   /* large classes in the range: the large cache's slots */
         tcache_large_set_slots(tc, n);
-    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+    /* uncached while a bin is emptied and laid out again: a page source's
+     * callback run by the flush must not push blocks into it */
+    cache_suspend();
+    int err = 0;
+    for (unsigned c = 0; c < g.tcache_nclasses && err == 0; c++) {
         if (sc_size(c) < size_lo || sc_size(c) > size_hi)
             continue;
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
@@ -610,14 +650,17 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         if (n > tc->stats[c].cap) {
             /* Grow the bin's slots; the old ones stay with the metadata. */
             void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
-            if (slots == NULL)
-                return ENOMEM;
+            if (slots == NULL) {
+                err = ENOMEM;
+                break;
+            }
             tc->stats[c].cap = n;
             top = slots + n;
         }
         bin_layout(tc, c, top, n);
     }
-    return 0;
+    cache_resume(tc);
+    return err;
 }
 
 /* ---- thread exit, stats, fork ------------------------------------------ */
@@ -963,6 +1006,10 @@ void tcaches_postfork_child(void)
         tcache_large_flush(tc, false, NULL);
         list_push_front(&tcaches_exited, &tc->link);
     }
+    /* arenas_postfork_child zeroed the counts: the thread's own arena,
+     * and the one a rebind under way counted it in, count it again */
     if (tls_arena != NULL)
-        tls_arena->nthreads = 1;   /* arenas_postfork_child zeroed the others */
+        tls_arena->nthreads = 1;
+    if (tls_arena_joining != NULL)
+        tls_arena_joining->nthreads = 1;
 }

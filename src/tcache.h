@@ -384,8 +384,9 @@ void tcache_flush_all(tcache_t *tc);
 /* Empties the calling thread's cache (if it has one in use) so that it
  * holds no block on return, also when a page source's callback allocates
  * and frees during the flush: thread.tcache.flush, and before an arena
- * reset by its bound thread. */
-void tcache_flush_mine(void);
+ * reset by its bound thread. EBUSY from inside a page source's callback
+ * (as for thread_bind_arena, thread_tcache_enable, thread_ncached_max_set). */
+int tcache_flush_mine(void);
 /* Counts a slow-path event; every TC_GC_EVERY trims one bin. */
 void tcache_event(tcache_t *tc);
 /* The arena this thread allocates from. */
@@ -397,7 +398,7 @@ void tcache_prefault(void);
  * 0, or EINVAL if a was destroyed (the thread stays where it was). */
 int thread_bind_arena(arena_t *a);
 /* Turns the calling thread's cache on or off (thread.tcache.enabled). */
-void thread_tcache_enable(bool on);
+int thread_tcache_enable(bool on);
 /* ncached_max of the calling thread's bin for size; set it (0..4096).
  * Return 0 or an errno value. */
 int thread_ncached_max_get(size_t size, size_t *out);

@@ -171,15 +171,13 @@ DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
 
 /* A cache keeps its whole reservation for the put that follows its take,
  * or the end of its slack, unless the cap is squeezed (more than half
- * reserved): then it keeps only what covers the bytes it holds, nothing
- * if it is empty, so that idle threads' caches, which take no more ticks,
- * never lock the others out. A cache with slack (a chain of growth under
- * way: the slack counts in its bytes) waits for the end of the slack,
- * so a chain's take reads no shared line. A load, and no write otherwise
- * (lock held). */
+ * reserved): then it keeps only what covers the bytes it holds (slack
+ * included), nothing if it is empty, so that idle threads' caches, which
+ * take no more ticks, never lock the others out. A load, and no write
+ * otherwise (lock held). */
 DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
 {
-    if (lc->slack == NULL && lc->reserved != 0 &&
+    if (lc->reserved != 0 &&
         __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
         large_keep_reservation(lc, round_up(lc->bytes, LARGE_RESERVE_STEP));
 }
