@@ -173,13 +173,15 @@ DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
  * or the end of its slack, unless the cap is squeezed (more than half
  * reserved): then it keeps only what covers the bytes it holds (slack
  * included), nothing if it is empty, so that idle threads' caches, which
- * take no more ticks, never lock the others out. A load, and no write
- * otherwise (lock held). */
+ * take no more ticks, never lock the others out. The shared counter is
+ * read only when there is something to give back, and written only under
+ * a squeeze (lock held). */
 DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
 {
-    if (lc->reserved != 0 &&
+    size_t needed = round_up(lc->bytes, LARGE_RESERVE_STEP);
+    if (lc->reserved > needed &&
         __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
-        large_keep_reservation(lc, round_up(lc->bytes, LARGE_RESERVE_STEP));
+        large_keep_reservation(lc, needed);
 }
 
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
