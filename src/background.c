@@ -30,19 +30,21 @@ static uint64_t wake_interval_ns(void)
 }
 
 /* Idle threads' large caches first (blocks unused for a whole pass go
- * home), so that their pages decay with the arena's. */
+ * home), so that their pages decay with the arena's. Not under the arena
+ * table's lock: a sourced arena's purge calls its source, user code that
+ * may read statistics or create arenas (both take that lock). A slot is
+ * never freed, and its purge_lock, which the pass takes first, orders it
+ * with a destroy or reuse of the slot (arena.h). */
 static void decay_every_arena(void)
 {
     tcaches_reclaim(true, NULL);
-    arenas_iteration_lock();
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (a == NULL || a->destroyed)
+        if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE))
             continue;
         arena_decay_pass(a);
     }
-    arenas_iteration_unlock();
 }
 
 static void *background_main(void *arg)

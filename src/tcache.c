@@ -46,6 +46,12 @@ static unsigned nslots_for_class(unsigned c)
     return n > TC_NCACHED_LIMIT ? TC_NCACHED_LIMIT : n;
 }
 
+/* A page source's callback may not change its own thread's cache or
+ * binding (thread.arena, thread.tcache.enabled, .flush, .ncached_max,
+ * a reset that flushes it): the call that ran the callback may be in the
+ * middle of a fill, a flush or a rebind of that very cache. */
+static bool in_source_callback(void) { return ph_source_calls_here != 0; }
+
 /* ---- bin layout -------------------------------------------------------- */
 
 static uint16_t low16(void **p) { return (uint16_t)(uintptr_t)p; }
@@ -446,6 +452,13 @@ static void stash_flush(phased_stash_t *st)
 
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
 {
+    /* A page source's callback takes its block straight from the bin: the
+     * call that ran it may be in the middle of a stash's flush or fill,
+     * with the stash's bin and blocks about to be rewritten. */
+    if (in_source_callback()) {
+        void *p;
+        return arena_bin_fill(bin, &p, 1, NULL) == 1 ? p : NULL;
+    }
     phased_stash_t *st = NULL;
     for (unsigned k = 0; k < TC_PHASED_STASHES && st == NULL; k++)
         if (tc->stashes[k].bin == bin)
@@ -502,11 +515,6 @@ static void cache_resume(tcache_t *tc)
     attach(tc);
 }
 
-/* A page source's callback may not change its own thread's cache or
- * binding (thread.arena, thread.tcache.enabled, .flush, .ncached_max,
- * a reset that flushes it): the call that ran the callback may be in the
- * middle of a fill, a flush or a rebind of that very cache. */
-static bool in_source_callback(void) { return ph_source_calls_here != 0; }
 
 int tcache_flush_mine(void)
 {
@@ -699,18 +707,25 @@ static void absorb_stats(const tcache_t *tc)
 
 /* The cache is flushed and its counters absorbed before the thread
  * leaves its arena, which may be destroyed from then on. */
+/* The cache the calling thread is flushing on its way out: a fork from a
+ * page source's callback during that flush leaves the child's thread
+ * still flushing it (tcaches_postfork_child keeps it live). */
+static __thread tcache_t *tls_exiting_cache;
+
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;
     __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
     tls_state = THREAD_EXITING;
     if (tc != NULL && tc != &tcache_empty) {
+        tls_exiting_cache = tc;
         tcache_flush_all(tc);
         mutex_lock(&tcaches_lock);
         absorb_stats(tc);
         list_remove(&tcaches_live, &tc->link);
         list_push_front(&tcaches_exited, &tc->link);
         mutex_unlock(&tcaches_lock);
+        tls_exiting_cache = NULL;
     }
     leave_thread_arena();
 }
@@ -986,7 +1001,7 @@ void tcaches_postfork_child(void)
      * arenas work again by now). Their small bins may have been in the
      * middle of a push or pop: those blocks are lost to the child, as in
      * every thread-caching allocator, and the caches are reused empty. */
-    tcache_t *survivor = NULL;
+    tcache_t *survivor = tls_exiting_cache;
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
         if (tc != NULL && tc != &tcache_empty)
@@ -1010,6 +1025,6 @@ void tcaches_postfork_child(void)
      * and the one a rebind under way counted it in, count it again */
     if (tls_arena != NULL)
         tls_arena->nthreads = 1;
-    if (tls_arena_joining != NULL)
-        tls_arena_joining->nthreads = 1;
+    if (tls_arena_joining != NULL)   /* a rebind to its own arena counted it twice */
+        tls_arena_joining->nthreads = tls_arena_joining == tls_arena ? 2 : 1;
 }
