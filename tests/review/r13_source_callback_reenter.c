@@ -34,136 +34,13 @@
  * for all but the fork modes)
  * Exit 0 when the mode holds; a message and exit 1 (or a signal) when not.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <dpmalloc.h>
-#include <errno.h>
-#include <malloc.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#define UNIT ((size_t)4 << 20)
-#define NUNITS 128
-
-static char *units;
-static unsigned char unit_used[NUNITS];
-static pthread_mutex_t units_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned npurges;
-
-/* what a callback does besides its job; `purge`: from the purge callback */
-static void (*volatile hook)(bool purge);
-static __thread bool in_hook;
-
-static void run_hook(bool purge)
-{
-    void (*h)(bool) = hook;
-    if (h != NULL && !in_hook) {
-        in_hook = true;
-        h(purge);
-        in_hook = false;
-    }
-}
-
-static void *units_alloc(void *ctx, size_t size, size_t align, bool *zeroed)
-{
-    (void)ctx;
-    *zeroed = false;
-    if (size % UNIT != 0 || align % UNIT != 0)
-        return NULL;
-    run_hook(false);
-    size_t n = size / UNIT, step = align / UNIT;
-    char *got = NULL;
-    pthread_mutex_lock(&units_lock);
-    for (size_t i = 0; i + n <= NUNITS && got == NULL; i += step) {
-        size_t k = 0;
-        while (k < n && !unit_used[i + k])
-            k++;
-        if (k == n) {
-            memset(&unit_used[i], 1, n);
-            got = units + i * UNIT;
-        }
-    }
-    pthread_mutex_unlock(&units_lock);
-    if (got != NULL && mprotect(got, size, PROT_READ | PROT_WRITE) != 0)
-        return NULL;
-    return got;
-}
-
-static void units_free(void *ctx, void *addr, size_t size)
-{
-    (void)ctx;
-    run_hook(false);
-    mprotect(addr, size, PROT_NONE);   /* any later use of it faults */
-    pthread_mutex_lock(&units_lock);
-    memset(&unit_used[((char *)addr - units) / UNIT], 0, size / UNIT);
-    pthread_mutex_unlock(&units_lock);
-}
-
-static bool units_purge(void *ctx, void *addr, size_t size)
-{
-    (void)ctx;
-    __atomic_fetch_add(&npurges, 1, __ATOMIC_RELAXED);
-    run_hook(true);
-    return madvise(addr, size, MADV_DONTNEED) == 0;
-}
-
-static bool in_units(const void *p) { return (const char *)p >= units && (const char *)p < units + NUNITS * UNIT; }
-
-static unsigned make_sourced(void)
-{
-    char *m = mmap(NULL, (NUNITS + 1) * UNIT, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
-        perror("mmap");
-        exit(2);
-    }
-    units = (char *)(((uintptr_t)m + UNIT - 1) & ~(UNIT - 1));
-    dpm_page_source_t src = {units_alloc, units_free, units_purge, NULL};
-    unsigned a;
-    int e = dpm_arena_create_sourced("r13", &src, &a);
-    if (e != 0) {
-        printf("dpm_arena_create_sourced: %d\n", e);
-        exit(2);
-    }
-    return a;
-}
-
-static int bind_to(unsigned a) { return dpm_ctl("thread.arena", NULL, NULL, &a, sizeof a); }
-
-static int arena_op(unsigned a, const char *op)
-{
-    char name[64];
-    snprintf(name, sizeof name, "arena.%u.%s", a, op);
-    return dpm_ctl(name, NULL, NULL, NULL, 0);
-}
+#include "source_units.h"
 
 static unsigned arena_of(void *p)
 {
     unsigned got = UINT32_MAX;
     size_t l = sizeof got;
     return dpm_ctl("arenas.lookup", &got, &l, &p, sizeof p) == 0 ? got : UINT32_MAX;
-}
-
-static int set_cache(bool on) { return dpm_ctl("thread.tcache.enabled", NULL, NULL, &on, sizeof on); }
-
-/* Blocks of `size` cached in the calling thread, of its arena. */
-static void fill_cache(size_t size, int n)
-{
-    void **v = calloc((size_t)n, sizeof *v);
-    for (int i = 0; i < n; i++)
-        v[i] = malloc(size);
-    for (int i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
 }
 
 static void small_churn(bool purge)
@@ -176,39 +53,11 @@ static void small_churn(bool purge)
         free(p[i]);
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "FAIL: hung (no return within 20 s)\n";
-    ssize_t w = write(1, msg, sizeof msg - 1);
-    (void)w;
-    _exit(1);
-}
-
 static unsigned m;
 
 /* ---- a thread leaves M (rebind, or cache off), then M is destroyed ---- */
 
-static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stage_cond = PTHREAD_COND_INITIALIZER;
-static int stage;
 static const char *mode;
-
-static void wait_stage(int s)
-{
-    pthread_mutex_lock(&stage_lock);
-    while (stage < s)
-        pthread_cond_wait(&stage_cond, &stage_lock);
-    pthread_mutex_unlock(&stage_lock);
-}
-
-static void set_stage(int s)
-{
-    pthread_mutex_lock(&stage_lock);
-    stage = s;
-    pthread_cond_broadcast(&stage_cond);
-    pthread_mutex_unlock(&stage_lock);
-}
 
 static int stale;
 

@@ -4,7 +4,7 @@
  * on: the thread's request is silently lost. Also malloc_trim(0) in the callback.
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_disable_in_flush.c build/libdpmalloc.a -lpthread -lm
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/r14_di */
-#include "r14_source.h"
+#include "source_units.h"
 static int rc_in_cb = -1;
 static void disable(bool purge) { if (!purge || rc_in_cb != -1) return; malloc_trim(0); rc_in_cb = set_cache(false); }
 int main(void)

@@ -5,7 +5,7 @@
  * the thread mallocs 16 B: any block inside M's (PROT_NONE) units is stale.
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_enable_in_flush.c build/libdpmalloc.a -lpthread -lm
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/r14_en disable ; ... bind */
-#include "r14_source.h"
+#include "source_units.h"
 static unsigned m; static const char *mode; static int stale; static bool cached_after;
 static void enable_and_churn(bool purge)
 {

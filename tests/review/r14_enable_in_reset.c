@@ -6,7 +6,7 @@
  * handed out twice.
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_enable_in_reset.c build/libdpmalloc.a -lpthread -lm
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/r14_er */
-#include "r14_source.h"
+#include "source_units.h"
 static void enable_and_churn(bool purge)
 {
     if (!purge) return;

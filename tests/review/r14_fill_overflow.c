@@ -6,7 +6,7 @@
  * push below the bin's slots.
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_fill_overflow.c build/libdpmalloc.a -lpthread -lm
  * run:   /tmp/r14_fo K   (K: blocks the callback mallocs then frees; try 1..300) */
-#include "r14_source.h"
+#include "source_units.h"
 #define S 2048
 static int K;
 static void churn(bool purge)

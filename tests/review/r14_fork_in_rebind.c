@@ -7,7 +7,7 @@
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_fork_in_rebind.c build/libdpmalloc.a -lpthread -lm
  * (an idle second thread exists: fork handlers run only then)
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/r14_fr  */
-#include "r14_source.h"
+#include "source_units.h"
 static unsigned m, n; static pid_t parent; static bool child_failed;
 static void fork_once(bool purge)
 {

@@ -4,7 +4,7 @@
  * retuned, and bin_layout then drops them: blocks lost for good.
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_ncached_leak.c build/libdpmalloc.a -lpthread -lm
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/r14_nc */
-#include "r14_source.h"
+#include "source_units.h"
 static void same_size_churn(bool purge)
 {
     if (!purge) return;

@@ -5,7 +5,7 @@
  * flush then sends blocks home into the destroyed (PROT_NONE) arena.
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_rebind_in_flush.c build/libdpmalloc.a -lpthread -lm
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/r14_rb [flush|bind1]  */
-#include "r14_source.h"
+#include "source_units.h"
 static unsigned m; static const char *mode; static volatile int destroyed_during; static volatile bool flushing;
 static volatile int destroy_rc = -1;
 static void rebind_once(bool purge)

@@ -9,7 +9,7 @@
  * never lock the others out".
  * build: cc -O1 -Iinclude -Itests/review tests/review/r14_slack_idle.c build/libdpmalloc.a -lpthread -lm
  * run:   /tmp/r14_si slack ; /tmp/r14_si exact   */
-#include "r14_source.h"
+#include "source_units.h"
 #define NIDLE 32
 static const char *mode;
 static pthread_barrier_t bar;

@@ -3,7 +3,7 @@
  * arenas.create (or fork(), or dpm_arena_create_sourced) then waits on arenas_lock for ever.
  * build: cc -O1 -g -Iinclude -Itests/review tests/review/r15_bg_callback_lock.c build/libdpmalloc.a -lpthread -lm -o /tmp/bgcl
  * run:   DPMALLOC_CONF=background_thread:true,dirty_decay_ms:200 /tmp/bgcl stats|create|fork|purge|trim|malloc  (malloc: control, passes) */
-#include "r14_source.h"
+#include "source_units.h"
 static unsigned Mid; static pthread_t mainthr; static const char *what; static volatile int done_in_bg, entered;
 static void h(bool purge) {
     if (!purge || pthread_equal(pthread_self(), mainthr) || done_in_bg) return;

@@ -7,7 +7,7 @@
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/fie        (child threads run while the exiting thread flushes)
  *        DPMALLOC_CONF=dirty_decay_ms:0 /tmp/fie flush  (control: fork from the callback of thread.tcache.flush instead of exit)
  *        DPMALLOC_CONF=dirty_decay_ms:0 /tmp/fie join   (child threads finish first, inside the callback) */
-#include "r14_source.h"
+#include "source_units.h"
 #define S 2048
 static int join_first, flush_mode; static unsigned M; static volatile int armed; static pid_t parent;
 static _Atomic int corrupt;

@@ -4,7 +4,7 @@
  * then the rebind's leave_thread_arena takes it to 0 while the thread is bound to M.
  * build: cc -O1 -g -Iinclude -Itests/review tests/review/r15_fork_rebind_same.c build/libdpmalloc.a -lpthread -lm -o /tmp/frs
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/frs */
-#include "r14_source.h"
+#include "source_units.h"
 static unsigned m; static pid_t parent; static int child_rc = -1;
 static void fork_once(bool purge) {
     static bool done;

@@ -4,7 +4,7 @@
  * the callback's bin: a later request of the callback's 4th phase gets the outer bin's blocks.
  * build: cc -O1 -g -Iinclude -Itests/review tests/review/r15_phased_fill2.c build/libdpmalloc.a -lpthread -lm -o /tmp/phf2
  * run:   /tmp/phf2 */
-#include "r14_source.h"
+#include "source_units.h"
 static volatile int armed; static int qbase; static size_t qoff4;
 static void h(bool purge) {
     if (purge || !armed) return;

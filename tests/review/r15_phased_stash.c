@@ -5,7 +5,7 @@
  * hands out the callback's block: wrong size and wrong offset.
  * build: cc -O1 -g -Iinclude -Itests/review tests/review/r15_phased_stash.c build/libdpmalloc.a -lpthread -lm -o /tmp/phs
  * run:   DPMALLOC_CONF=dirty_decay_ms:0 /tmp/phs */
-#include "r14_source.h"
+#include "source_units.h"
 static volatile int armed; static int ncb;
 static void *cbkeep[64]; static int ncbkeep;
 static void h(bool purge) {

@@ -66,6 +66,17 @@ static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int ready, go;
 
+/* Counts the holder in and sleeps until the worker is done. */
+static void idle_until_go(void)
+{
+    pthread_mutex_lock(&m);
+    ready++;
+    pthread_cond_broadcast(&cv);
+    while (!go)
+        pthread_cond_wait(&cv, &m);
+    pthread_mutex_unlock(&m);
+}
+
 static void *holder(void *arg)
 {
     (void)arg;
@@ -81,12 +92,7 @@ static void *holder(void *arg)
             free(q[i]);
         for (int i = 0; i < 3; i++)
             q[i] = malloc(big);   /* the cache keeps the last block */
-        pthread_mutex_lock(&m);
-        ready++;
-        pthread_cond_broadcast(&cv);
-        while (!go)
-            pthread_cond_wait(&cv, &m);
-        pthread_mutex_unlock(&m);
+        idle_until_go();
         for (int i = 0; i < 3; i++)
             free(q[i]);
         return NULL;
@@ -109,12 +115,7 @@ static void *holder(void *arg)
         p = malloc(16384);   /* out of the cache again: the cache is empty */
         memset(p, 1, 16384);
     }
-    pthread_mutex_lock(&m);
-    ready++;
-    pthread_cond_broadcast(&cv);
-    while (!go)
-        pthread_cond_wait(&cv, &m);
-    pthread_mutex_unlock(&m);
+    idle_until_go();
     free(p);
     return NULL;
 }

@@ -1,9 +1,9 @@
 /*
- * r14_source.h - what the review r14 reproductions share: a page source
- * of 4 MiB units of one reservation that makes what it gets back
- * PROT_NONE (any later use faults), a hook its callbacks run, and small
- * helpers (thread.arena, arena ops, thread.tcache.enabled). From
- * r13_source_callback_reenter.c.
+ * source_units.h - what the page-source reproductions (review r13, r14,
+ * r15) share: a page source of 4 MiB units of one reservation that makes
+ * what it gets back PROT_NONE (any later use faults), a hook its
+ * callbacks run (`purge`: from the purge callback), and small helpers
+ * (thread.arena, arena operations, thread.tcache.enabled, stages).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
