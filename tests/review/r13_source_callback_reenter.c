@@ -43,16 +43,6 @@ static unsigned arena_of(void *p)
     return dpm_ctl("arenas.lookup", &got, &l, &p, sizeof p) == 0 ? got : UINT32_MAX;
 }
 
-static void small_churn(bool purge)
-{
-    (void)purge;
-    void *p[8];
-    for (int i = 0; i < 8; i++)
-        p[i] = malloc(16);
-    for (int i = 0; i < 8; i++)
-        free(p[i]);
-}
-
 static unsigned m;
 
 /* ---- a thread leaves M (rebind, or cache off), then M is destroyed ---- */

@@ -11,9 +11,7 @@ static void enable_and_churn(bool purge)
 {
     if (!purge) return;
     set_cache(true);
-    void *p[8];
-    for (int i = 0; i < 8; i++) p[i] = malloc(16);
-    for (int i = 0; i < 8; i++) free(p[i]);
+    small_churn(purge);
 }
 #define NB 20000
 static int cmp(const void *a, const void *b) { uintptr_t x = *(uintptr_t *)a, y = *(uintptr_t *)b; return x < y ? -1 : x > y; }

@@ -93,3 +93,13 @@ static pthread_cond_t stage_cond = PTHREAD_COND_INITIALIZER;
 static int stage;
 static __attribute__((unused)) void wait_stage(int s) { pthread_mutex_lock(&stage_lock); while (stage < s) pthread_cond_wait(&stage_cond, &stage_lock); pthread_mutex_unlock(&stage_lock); }
 static __attribute__((unused)) void set_stage(int s) { pthread_mutex_lock(&stage_lock); stage = s; pthread_cond_broadcast(&stage_cond); pthread_mutex_unlock(&stage_lock); }
+/* 8 blocks of 16 bytes allocated, then freed: a callback's small traffic */
+static __attribute__((unused)) void small_churn(bool purge)
+{
+    (void)purge;
+    void *p[8];
+    for (int i = 0; i < 8; i++)
+        p[i] = malloc(16);
+    for (int i = 0; i < 8; i++)
+        free(p[i]);
+}
