@@ -338,26 +338,32 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
  * in again and no other thread's. Deeper nesting than this is not
  * recorded, and the child would then see fewer calls in flight. */
 #define SOURCE_CALLS_MAX 16
+enum source_call_kind { SOURCE_GROW, SOURCE_PURGE, SOURCE_GIVE_BACK };
 static __thread struct source_call {
     arena_t *arena;
-    const purge_batch_t *batch;   /* a purge's runs, NULL for a growth */
+    enum source_call_kind kind;
+    const purge_batch_t *batch;   /* a purge's runs */
 } source_calls_here[SOURCE_CALLS_MAX];
 static __thread unsigned source_calls_depth;
 
-/* a's count of calls in flight, of the kind given (lock held) */
-static uint32_t *in_flight_count(arena_t *a, bool purge) { return purge ? &a->purges_in_flight : &a->grows_in_flight; }
-
-static void source_call_begin(arena_t *a, const purge_batch_t *purge)
+/* a's count of calls in flight of the kind given (lock held): a growth's
+ * alloc, or a purge's purge and free calls */
+static uint32_t *in_flight_count(arena_t *a, enum source_call_kind kind)
 {
-    (*in_flight_count(a, purge != NULL))++;
+    return kind == SOURCE_GROW ? &a->grows_in_flight : &a->purges_in_flight;
+}
+
+static void source_call_begin(arena_t *a, enum source_call_kind kind, const purge_batch_t *batch)
+{
+    (*in_flight_count(a, kind))++;
     if (source_calls_depth < SOURCE_CALLS_MAX)
-        source_calls_here[source_calls_depth] = (struct source_call){a, purge};
+        source_calls_here[source_calls_depth] = (struct source_call){a, kind, batch};
     source_calls_depth++;
 }
 
-static void source_call_end(arena_t *a, const purge_batch_t *purge)
+static void source_call_end(arena_t *a, enum source_call_kind kind)
 {
-    (*in_flight_count(a, purge != NULL))--;
+    (*in_flight_count(a, kind))--;
     source_calls_depth--;
 }
 
@@ -376,12 +382,12 @@ static bool arena_grow_from_source(arena_t *a, size_t bytes)
         return false;
     }
     page_source_t src = a->ph.options.source;
-    source_call_begin(a, NULL);
+    source_call_begin(a, SOURCE_GROW, NULL);
     mutex_unlock_elidable(&a->lock, held);
     bool zeroed;
     void *mem = ph_source_alloc(&src, bytes, &zeroed);
     held = mutex_lock_elidable(&a->lock);
-    source_call_end(a, NULL);
+    source_call_end(a, SOURCE_GROW);
     bool added = mem != NULL && ph_add_segment(&a->ph, mem, bytes, zeroed, true, false);
     mutex_unlock_elidable(&a->lock, held);
     if (mem != NULL && !added && src.free != NULL)
@@ -793,13 +799,13 @@ static void run_purge_calls(arena_t *a, purge_batch_t *b)
         return;
     }
     mutex_lock(&a->lock);
-    source_call_begin(a, b);
+    source_call_begin(a, SOURCE_PURGE, b);
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
     ph_purge_run(b);
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
-    source_call_end(a, b);
+    source_call_end(a, SOURCE_PURGE);
     mutex_unlock(&a->lock);
 }
 
@@ -811,9 +817,17 @@ static void give_back_segments(arena_t *a, list_t *segments)
     if (list_empty(segments))
         return;
     page_source_t src = a->ph.options.source;
+    /* counted like a purge's calls: a reset or destroy meanwhile would
+     * return before the source has all its segments back */
+    mutex_lock(&a->lock);
+    source_call_begin(a, SOURCE_GIVE_BACK, NULL);
+    mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
     ph_source_give_back(&src, segments);
     mutex_lock(&a->purge_lock);
+    mutex_lock(&a->lock);
+    source_call_end(a, SOURCE_GIVE_BACK);
+    mutex_unlock(&a->lock);
 }
 
 /* One purge batch: runs are taken out of the heap under the arena lock,
@@ -1193,9 +1207,10 @@ void arenas_postfork_child(void)
     for (unsigned i = 0; i < n; i++)
         if (arenas[i] != NULL) {
             /* only the forking thread lives on: no other thread is bound,
-             * sends blocks home or runs a page source's callback here (a
-             * batch another thread had taken out to purge, or was growing
-             * the heap by, is lost to the child with that thread) */
+             * sends blocks home or runs a page source's callback here (the
+             * runs of a batch another thread had taken out to purge come
+             * back below; a segment it was growing the heap by, or handing
+             * back to the source, is lost to the child with that thread) */
             arena_t *a = arenas[i];
             a->nthreads = a->homing_in_flight = 0;
             a->purges_in_flight = a->grows_in_flight = 0;
@@ -1206,7 +1221,7 @@ void arenas_postfork_child(void)
             for (unsigned k = 0; k < depth; k++) {
                 if (source_calls_here[k].arena != a)
                     continue;
-                (*in_flight_count(a, source_calls_here[k].batch != NULL))++;
+                (*in_flight_count(a, source_calls_here[k].kind))++;
                 if (source_calls_here[k].batch != NULL)
                     mine[nmine++] = source_calls_here[k].batch;
             }

@@ -83,7 +83,7 @@ typedef struct arena {
     uint64_t last_decay_ns;
     uint32_t ticks;
     int node;                      /* NUMA node arena (dpm_malloc_socket), else -1 */
-    uint32_t purges_in_flight;     /* page-source purge calls under way (lock) */
+    uint32_t purges_in_flight;     /* page-source purge and free calls under way (lock) */
     uint32_t grows_in_flight;      /* page-source alloc calls under way (lock) */
     int64_t dirty_decay_ms, muzzy_decay_ms;
     bool purge_due;                /* set under lock by ticks, read racily by arena_purge_if_due */

@@ -197,9 +197,12 @@ static size_t tc_cached_bytes(const tcache_t *tc, size_t *nblocks)
 static void add_tcache(const tcache_t *tc, void *arg)
 {
     (void)arg;
-    if (tc->arena->index >= snap.narenas || !snap.arenas[tc->arena->index].exists)
+    /* a rebind may switch it meanwhile: the counters go to one arena or
+     * the other, never to a torn pointer */
+    const arena_t *a = __atomic_load_n(&tc->arena, __ATOMIC_RELAXED);
+    if (a->index >= snap.narenas || !snap.arenas[a->index].exists)
         return;
-    arena_snap_t *o = &snap.arenas[tc->arena->index];
+    arena_snap_t *o = &snap.arenas[a->index];
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         const tc_bin_t *b = &tc->bins[c];
         add_tc_totals(o, c, counter_read(&b->nrequests), counter_read(&tc->stats[c].nmisses),

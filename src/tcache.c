@@ -95,7 +95,7 @@ static bool tcache_alloc_slots(tcache_t *tc)
 
 static void tcache_set_arena(tcache_t *tc, arena_t *a)
 {
-    tc->arena = a;
+    __atomic_store_n(&tc->arena, a, __ATOMIC_RELAXED);   /* statistics read it from other threads */
     tc->arena_manual = a != NULL && a->manual;
 }
 
