@@ -537,6 +537,9 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
 
 /* The checks of the rte_malloc-shaped calls (align 0 = default): false
  * with errno set if the call must fail. */
+/* The checks of the calls that name an arena, a type or a node. They
+ * bypass alloc_slow, so they also start a requested background thread: a
+ * program that only allocates this way still gets its decay. */
 static bool arena_call_ok(size_t size, size_t *align)
 {
     if (*align == 0)
@@ -547,6 +550,8 @@ static bool arena_call_ok(size_t size, size_t *align)
         errno = ENOMEM;
         return false;
     }
+    if (unlikely(background_pending) && !mutex_all_held_here)
+        background_maybe_start();
     return true;
 }
 

@@ -14,7 +14,8 @@
  * Returns 0 or an errno value. */
 int background_set(bool on);
 bool background_enabled(void);
-/* opt.background_thread: the thread starts at the first slow-path call. */
+/* opt.background_thread: the thread starts at the first allocation slow
+ * path, or the first call that names an arena, a type or a node. */
 void background_request_at_start(void);
 /* Starts the thread if it was asked for and is not running; called from
  * allocation slow paths with no lock held. */
