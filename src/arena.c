@@ -334,9 +334,10 @@ void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *a
 
 /* The page-source calls under way in the calling thread, innermost last
  * (a callback may allocate, and so call another source). A forked child
- * has only the forking thread: arenas_postfork_child counts these calls
- * in again and no other thread's. Deeper nesting than this is not
- * recorded, and the child would then see fewer calls in flight. */
+ * has only the forking thread: arenas_postfork_child counts its recorded
+ * calls in again and no other thread's. A call nested deeper than the
+ * record began uncounted-for in a child: it ends without a decrement
+ * there (its token's fork generation tells). */
 #define SOURCE_CALLS_MAX 16
 enum source_call_kind { SOURCE_GROW, SOURCE_PURGE, SOURCE_GIVE_BACK };
 static __thread struct source_call {
@@ -345,26 +346,35 @@ static __thread struct source_call {
     const purge_batch_t *batch;   /* a purge's runs */
 } source_calls_here[SOURCE_CALLS_MAX];
 static __thread unsigned source_calls_depth;
+static uint32_t fork_generation;   /* raised in each forked child */
+
+typedef struct source_call_token {
+    uint32_t fork_generation;
+    bool recorded;
+} source_call_token_t;
 
 /* a's count of calls in flight of the kind given (lock held): a growth's
- * alloc, or a purge's purge and free calls */
+ * alloc, or a purge's purge and free calls and a reset's free calls */
 static uint32_t *in_flight_count(arena_t *a, enum source_call_kind kind)
 {
     return kind == SOURCE_GROW ? &a->grows_in_flight : &a->purges_in_flight;
 }
 
-static void source_call_begin(arena_t *a, enum source_call_kind kind, const purge_batch_t *batch)
+static source_call_token_t source_call_begin(arena_t *a, enum source_call_kind kind, const purge_batch_t *batch)
 {
     (*in_flight_count(a, kind))++;
-    if (source_calls_depth < SOURCE_CALLS_MAX)
+    bool recorded = source_calls_depth < SOURCE_CALLS_MAX;
+    if (recorded)
         source_calls_here[source_calls_depth] = (struct source_call){a, kind, batch};
     source_calls_depth++;
+    return (source_call_token_t){fork_generation, recorded};
 }
 
-static void source_call_end(arena_t *a, enum source_call_kind kind)
+static void source_call_end(arena_t *a, enum source_call_kind kind, source_call_token_t token)
 {
-    (*in_flight_count(a, kind))--;
     source_calls_depth--;
+    if (token.recorded || token.fork_generation == fork_generation)
+        (*in_flight_count(a, kind))--;
 }
 
 /* A segment from a's page source, added to its heap: called with no lock
@@ -382,16 +392,20 @@ static bool arena_grow_from_source(arena_t *a, size_t bytes)
         return false;
     }
     page_source_t src = a->ph.options.source;
-    source_call_begin(a, SOURCE_GROW, NULL);
+    source_call_token_t call = source_call_begin(a, SOURCE_GROW, NULL);
     mutex_unlock_elidable(&a->lock, held);
     bool zeroed;
     void *mem = ph_source_alloc(&src, bytes, &zeroed);
     held = mutex_lock_elidable(&a->lock);
-    source_call_end(a, SOURCE_GROW);
     bool added = mem != NULL && ph_add_segment(&a->ph, mem, bytes, zeroed, true, false);
+    if (mem != NULL && !added) {
+        /* no metadata for it: back to the source, still counted */
+        mutex_unlock_elidable(&a->lock, held);
+        ph_source_free(&src, mem, bytes);
+        held = mutex_lock_elidable(&a->lock);
+    }
+    source_call_end(a, SOURCE_GROW, call);
     mutex_unlock_elidable(&a->lock, held);
-    if (mem != NULL && !added && src.free != NULL)
-        src.free(src.ctx, mem, bytes);
     if (!added)
         errno = ENOMEM;
     return added;
@@ -626,8 +640,24 @@ static int release_arena(unsigned index, uint32_t may_be_bound, bool destroy)
         err = release_all(a, &give_back, &src);
     if (err == 0 && destroy)
         __atomic_store_n(&a->destroyed, true, __ATOMIC_RELEASE);
+    /* A reset's segments go back to the source after arenas_lock is
+     * dropped: counted like a purge's, so that a destroy meanwhile is
+     * refused (it would return before the source has them all back). A
+     * destroy's own give-back ends before it returns. */
+    bool counted = err == 0 && !destroy && !list_empty(&give_back);
+    source_call_token_t call = {0};
+    if (counted) {
+        mutex_lock(&a->lock);
+        call = source_call_begin(a, SOURCE_GIVE_BACK, NULL);
+        mutex_unlock(&a->lock);
+    }
     mutex_unlock(&arenas_lock);
     ph_source_give_back(&src, &give_back);
+    if (counted) {
+        mutex_lock(&a->lock);
+        source_call_end(a, SOURCE_GIVE_BACK, call);
+        mutex_unlock(&a->lock);
+    }
     return err;
 }
 
@@ -799,13 +829,13 @@ static void run_purge_calls(arena_t *a, purge_batch_t *b)
         return;
     }
     mutex_lock(&a->lock);
-    source_call_begin(a, SOURCE_PURGE, b);
+    source_call_token_t call = source_call_begin(a, SOURCE_PURGE, b);
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
     ph_purge_run(b);
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
-    source_call_end(a, SOURCE_PURGE);
+    source_call_end(a, SOURCE_PURGE, call);
     mutex_unlock(&a->lock);
 }
 
@@ -820,13 +850,13 @@ static void give_back_segments(arena_t *a, list_t *segments)
     /* counted like a purge's calls: a reset or destroy meanwhile would
      * return before the source has all its segments back */
     mutex_lock(&a->lock);
-    source_call_begin(a, SOURCE_GIVE_BACK, NULL);
+    source_call_token_t call = source_call_begin(a, SOURCE_GIVE_BACK, NULL);
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
     ph_source_give_back(&src, segments);
     mutex_lock(&a->purge_lock);
     mutex_lock(&a->lock);
-    source_call_end(a, SOURCE_GIVE_BACK);
+    source_call_end(a, SOURCE_GIVE_BACK, call);
     mutex_unlock(&a->lock);
 }
 
@@ -1201,6 +1231,7 @@ void arenas_postfork_parent(void)
 
 void arenas_postfork_child(void)
 {
+    fork_generation++;
     for_each_lock(reinit_one, false);
     mutex_init(&arenas_lock);
     unsigned n = narenas_total;

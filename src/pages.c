@@ -343,6 +343,12 @@ void ph_take_given_back(page_heap_t *ph, list_t *out)
         list_push_back(out, n);
 }
 
+void ph_source_free(const page_source_t *src, void *mem, size_t size)
+{
+    if (src->free != NULL)
+        source_free(src, mem, size);
+}
+
 void ph_source_give_back(const page_source_t *src, list_t *list)
 {
     for (list_node_t *n; (n = list_pop_front(list)) != NULL;) {

@@ -188,6 +188,9 @@ void ph_take_given_back(page_heap_t *ph, list_t *out);
 /* No lock held: hands every segment of list to src->free (or drops them
  * if it has none). */
 void ph_source_give_back(const page_source_t *src, list_t *list);
+/* No lock held: a range ph_source_alloc returned that never became a
+ * segment goes back to src->free (if it has one). */
+void ph_source_free(const page_source_t *src, void *mem, size_t size);
 /* Fork: the global lock for address-map writes. */
 void pages_prefork(void);
 void pages_postfork_parent(void);
