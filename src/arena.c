@@ -587,7 +587,7 @@ static void forget_typed_blocks(const span_t *s)
  * for the caller to hand to the source once arenas_lock is dropped.
  * EBUSY while a source's purge or alloc call for a is under way (it runs
  * without purge_lock or a->lock; it may be the caller). */
-static int release_all(arena_t *a, list_t *give_back, page_source_t *src)
+static int release_all(arena_t *a, list_t *give_back, page_source_t *src, bool destroy)
 {
     int err = 0;
     mutex_lock(&a->special_lock);
@@ -606,6 +606,11 @@ static int release_all(arena_t *a, list_t *give_back, page_source_t *src)
     }
     ph_take_given_back(&a->ph, give_back);
     *src = a->ph.options.source;
+    /* under a->lock: a growth that takes it next sees the arena gone
+     * (arena_grow_from_source) instead of starting a source call that no
+     * count would hold the destroy for */
+    if (destroy)
+        __atomic_store_n(&a->destroyed, true, __ATOMIC_RELEASE);
 out:
     mutex_unlock(&a->lock);
     mutex_unlock(&a->purge_lock);
@@ -637,9 +642,7 @@ static int release_arena(unsigned index, uint32_t may_be_bound, bool destroy)
              __atomic_load_n(&a->homing_in_flight, __ATOMIC_ACQUIRE) != 0)
         err = EBUSY;
     if (err == 0)
-        err = release_all(a, &give_back, &src);
-    if (err == 0 && destroy)
-        __atomic_store_n(&a->destroyed, true, __ATOMIC_RELEASE);
+        err = release_all(a, &give_back, &src, destroy);
     /* A reset's segments go back to the source after arenas_lock is
      * dropped: counted like a purge's, so that a destroy meanwhile is
      * refused (it would return before the source has them all back). A
