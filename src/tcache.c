@@ -205,12 +205,17 @@ bool tcache_create_for_thread(void)
  * reclaimer holds while it empties tc (tcaches_reclaim): a reclaimer
  * points tls_tcache away from tc before it looks at the thread, and this
  * store must not undo that while it works. */
-static void attach(tcache_t *tc)
+static void attach_keeping_mask(tcache_t *tc)
 {
-    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
     mutex_lock(&tc->large.lock);
     __atomic_store_n(&tls_tcache, tc, __ATOMIC_RELAXED);
     mutex_unlock(&tc->large.lock);
+}
+
+static void attach(tcache_t *tc)
+{
+    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
+    attach_keeping_mask(tc);
 }
 
 tcache_t *tcache_reattach(void)
@@ -509,10 +514,12 @@ static void flush_own_uncached(tcache_t *tc)
     tcache_flush_all(tc);
 }
 
+/* The mask recorded before the suspend still stands (the same thread, a
+ * moment ago, in the same call): no system call to read it again. */
 static void cache_resume(tcache_t *tc)
 {
     tls_state = THREAD_CACHED;
-    attach(tc);
+    attach_keeping_mask(tc);
 }
 
 
