@@ -6,32 +6,8 @@
  * every segment is back and no callback follows.
  * build: cc -O1 -g -Iinclude tests/review/r16_bg_free_after_destroy.c build/libdpmalloc.a -lpthread -lm
  * run:   DPMALLOC_CONF=background_thread:true,dirty_decay_ms:10,muzzy_decay_ms:0 ./a.out */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <dpmalloc.h>
-#include <errno.h>
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-#define UNIT ((size_t)4 << 20)
-static char *base; static size_t next_unit; static pthread_t mainthr;
-static volatile int in_free, ctx_dead; static long given, returned, late;
-static void *s_alloc(void *c, size_t size, size_t align, bool *z) {
-    (void)c; (void)align; *z = true; char *p = base + next_unit * UNIT; next_unit += size / UNIT;
-    mprotect(p, size, PROT_READ | PROT_WRITE); __atomic_add_fetch(&given, (long)(size / UNIT), __ATOMIC_SEQ_CST); return p;
-}
-static void s_free(void *c, void *addr, size_t size) {
-    (void)c;
-    if (ctx_dead) late++;
-    if (!pthread_equal(pthread_self(), mainthr)) { in_free = 1; usleep(300000); if (ctx_dead) late++; }
-    mprotect(addr, size, PROT_NONE); __atomic_add_fetch(&returned, (long)(size / UNIT), __ATOMIC_SEQ_CST);
-}
-static bool s_purge(void *c, void *addr, size_t size) { (void)c; return madvise(addr, size, MADV_DONTNEED) == 0; }
+#include "slow_free_source.h"
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0); mainthr = pthread_self(); dpm_free(dpm_malloc(10));   /* starts the background thread */
     char *m = mmap(NULL, 65 * UNIT, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
