@@ -535,11 +535,10 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
     return p != NULL ? p : fail_nomem();
 }
 
-/* The checks of the rte_malloc-shaped calls (align 0 = default): false
- * with errno set if the call must fail. */
-/* The checks of the calls that name an arena, a type or a node. They
- * bypass alloc_slow, so they also start a requested background thread: a
- * program that only allocates this way still gets its decay. */
+/* The checks of the rte_malloc-shaped calls that name an arena, a type
+ * or a node (align 0 = default): false with errno set if the call must
+ * fail. They bypass alloc_slow, so they also start a requested background
+ * thread: a program that only allocates this way still gets its decay. */
 static bool arena_call_ok(size_t size, size_t *align)
 {
     if (*align == 0)

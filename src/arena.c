@@ -377,6 +377,24 @@ static void source_call_end(arena_t *a, enum source_call_kind kind, source_call_
         (*in_flight_count(a, kind))--;
 }
 
+/* The same, taking a->lock around the count (callers that hold no lock
+ * of the arena but purge_lock or arenas_lock, which come before it). */
+static source_call_token_t source_call_begin_locking(arena_t *a, enum source_call_kind kind,
+                                                     const purge_batch_t *batch)
+{
+    mutex_lock(&a->lock);
+    source_call_token_t call = source_call_begin(a, kind, batch);
+    mutex_unlock(&a->lock);
+    return call;
+}
+
+static void source_call_end_locking(arena_t *a, enum source_call_kind kind, source_call_token_t token)
+{
+    mutex_lock(&a->lock);
+    source_call_end(a, kind, token);
+    mutex_unlock(&a->lock);
+}
+
 /* A segment from a's page source, added to its heap: called with no lock
  * held (the source is user code), so the caller must look for room again
  * afterwards. False when the source had none (errno = ENOMEM). The call is
@@ -649,18 +667,12 @@ static int release_arena(unsigned index, uint32_t may_be_bound, bool destroy)
      * destroy's own give-back ends before it returns. */
     bool counted = err == 0 && !destroy && !list_empty(&give_back);
     source_call_token_t call = {0};
-    if (counted) {
-        mutex_lock(&a->lock);
-        call = source_call_begin(a, SOURCE_GIVE_BACK, NULL);
-        mutex_unlock(&a->lock);
-    }
+    if (counted)
+        call = source_call_begin_locking(a, SOURCE_GIVE_BACK, NULL);
     mutex_unlock(&arenas_lock);
     ph_source_give_back(&src, &give_back);
-    if (counted) {
-        mutex_lock(&a->lock);
-        source_call_end(a, SOURCE_GIVE_BACK, call);
-        mutex_unlock(&a->lock);
-    }
+    if (counted)
+        source_call_end_locking(a, SOURCE_GIVE_BACK, call);
     return err;
 }
 
@@ -831,15 +843,11 @@ static void run_purge_calls(arena_t *a, purge_batch_t *b)
         ph_purge_run(b);
         return;
     }
-    mutex_lock(&a->lock);
-    source_call_token_t call = source_call_begin(a, SOURCE_PURGE, b);
-    mutex_unlock(&a->lock);
+    source_call_token_t call = source_call_begin_locking(a, SOURCE_PURGE, b);
     mutex_unlock(&a->purge_lock);
     ph_purge_run(b);
     mutex_lock(&a->purge_lock);
-    mutex_lock(&a->lock);
-    source_call_end(a, SOURCE_PURGE, call);
-    mutex_unlock(&a->lock);
+    source_call_end_locking(a, SOURCE_PURGE, call);
 }
 
 /* Hands segments a sourced arena let go to its source's free. Called with
@@ -852,15 +860,11 @@ static void give_back_segments(arena_t *a, list_t *segments)
     page_source_t src = a->ph.options.source;
     /* counted like a purge's calls: a reset or destroy meanwhile would
      * return before the source has all its segments back */
-    mutex_lock(&a->lock);
-    source_call_token_t call = source_call_begin(a, SOURCE_GIVE_BACK, NULL);
-    mutex_unlock(&a->lock);
+    source_call_token_t call = source_call_begin_locking(a, SOURCE_GIVE_BACK, NULL);
     mutex_unlock(&a->purge_lock);
     ph_source_give_back(&src, segments);
     mutex_lock(&a->purge_lock);
-    mutex_lock(&a->lock);
-    source_call_end(a, SOURCE_GIVE_BACK, call);
-    mutex_unlock(&a->lock);
+    source_call_end_locking(a, SOURCE_GIVE_BACK, call);
 }
 
 /* One purge batch: runs are taken out of the heap under the arena lock,

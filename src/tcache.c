@@ -522,7 +522,6 @@ static void cache_resume(tcache_t *tc)
     attach_keeping_mask(tc);
 }
 
-
 int tcache_flush_mine(void)
 {
     if (in_source_callback())
@@ -569,14 +568,14 @@ void tcache_event(tcache_t *tc)
 
 /* ---- binding and tuning ------------------------------------------------ */
 
-/* Counted in a first (refused if a is gone), then the cache gives back
- * the old arena's blocks, then the old arena is left: at no point does
- * the cache hold blocks of an arena that does not count the thread. */
 /* The arena a rebind under way has counted the thread in, until it is
  * tls_arena: a fork from a page source's callback during the rebind's
  * flush leaves the child bound to both (tcaches_postfork_child). */
 static __thread arena_t *tls_arena_joining;
 
+/* Counted in a first (refused if a is gone), then the cache gives back
+ * the old arena's blocks, then the old arena is left: at no point does
+ * the cache hold blocks of an arena that does not count the thread. */
 int thread_bind_arena(arena_t *a)
 {
     if (in_source_callback())
@@ -712,13 +711,13 @@ static void absorb_stats(const tcache_t *tc)
     e->samples.free_cycles += tc->samples.free_cycles;
 }
 
-/* The cache is flushed and its counters absorbed before the thread
- * leaves its arena, which may be destroyed from then on. */
 /* The cache the calling thread is flushing on its way out: a fork from a
  * page source's callback during that flush leaves the child's thread
  * still flushing it (tcaches_postfork_child keeps it live). */
 static __thread tcache_t *tls_exiting_cache;
 
+/* The cache is flushed and its counters absorbed before the thread
+ * leaves its arena, which may be destroyed from then on. */
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;

@@ -140,15 +140,6 @@ static bool large_reserve(large_cache_t *lc, size_t bytes)
     return true;
 }
 
-/* An empty cache keeps a reservation only while the cap is less than
- * half reserved: idle threads' empty caches never lock the others out of
- * it (lock held). */
-DPM_INLINE bool large_empty_and_squeezed(const large_cache_t *lc)
-{
-    return lc->n == 0 && lc->slack == NULL && lc->reserved != 0 &&
-           __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2;
-}
-
 /* Gives back all of the cache's reservation above keep (lock held). */
 DPM_INLINE void large_keep_reservation(large_cache_t *lc, size_t keep)
 {
@@ -156,17 +147,6 @@ DPM_INLINE void large_keep_reservation(large_cache_t *lc, size_t keep)
         __atomic_fetch_sub(&large_reserved, lc->reserved - keep, __ATOMIC_RELAXED);
         lc->reserved = keep;
     }
-}
-
-/* Gives back what the cache no longer needs (lock held): all but one step
- * of slack over what it holds; everything if it is empty and `all` (a
- * flush: the thread exits, or the cache sat idle, or it was asked to) or
- * the cap is squeezed. */
-DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
-{
-    bool empty = lc->n == 0 && lc->slack == NULL;
-    bool release = empty && (all || large_empty_and_squeezed(lc));
-    large_keep_reservation(lc, release ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP);
 }
 
 /* A cache keeps its whole reservation for the put that follows its take,
@@ -182,6 +162,17 @@ DPM_INLINE void large_release_if_squeezed(large_cache_t *lc)
     if (lc->reserved > needed &&
         __atomic_load_n(&large_reserved, __ATOMIC_RELAXED) > opt.tcache_large_bytes_total / 2)
         large_keep_reservation(lc, needed);
+}
+
+/* Gives back what the cache no longer needs (lock held): all but one step
+ * of slack over what it holds; everything if it is empty and `all` (a
+ * flush: the thread exits, or the cache sat idle, or it was asked to);
+ * under a squeezed cap, the step too. */
+DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
+{
+    bool empty = lc->n == 0 && lc->slack == NULL;
+    large_keep_reservation(lc, all && empty ? 0 : round_up(lc->bytes, LARGE_RESERVE_STEP) + LARGE_RESERVE_STEP);
+    large_release_if_squeezed(lc);
 }
 
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
