@@ -106,7 +106,7 @@ static void *alloc_slow_body(size_t size)
 
 void *alloc_at_low_water(size_t size, tc_bin_t *b)
 {
-    tcache_t *tc = __atomic_load_n(&tls_tcache, __ATOMIC_RELAXED);
+    tcache_t *tc = __atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED);
     void *p = tc_bin_pop(tc, (unsigned)(b - tc->bins));
     DPM_ANN_SLOT_BELOW(b->head);
     if (p == NULL)
@@ -125,7 +125,7 @@ void *alloc_slow(size_t size)
         return alloc_fast(size);
     /* A reclaimer took the cache: put it back and pop from it again (the
      * reclaimer may have left the bins as they were, not empty). */
-    if (unlikely(__atomic_load_n(&tls_tcache, __ATOMIC_RELAXED) == &tcache_empty) && tls_state == THREAD_CACHED) {
+    if (unlikely(__atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED) == &tcache_empty) && tls_state == THREAD_CACHED) {
         tcache_reattach();
         return alloc_fast(size);
     }
@@ -204,14 +204,37 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     free_home(p, s);
 }
 
+/* A large block's free (span per the page map, not NULL): the
+ * thread's large cache takes it, or it goes home. A chain of growth
+ * ends here, most often with a cold cache right after the program wrote
+ * the block: this path reads the span's two lines and the cache's first
+ * line, and checks only what can fail for a large block. */
+static void free_large(void *p, span_t *s, const char *call)
+{
+    if ((uintptr_t)p != s->base)
+        dpm_misuse(call, p, "invalid pointer");
+    if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED))
+        dpm_misuse(call, p, "double free of");
+    DPM_ANN_CLOSE_KEY(p);
+    tcache_large_slack_detach(s);   /* cached or freed whole */
+    if (tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
+        return;
+    free_home(p, s);
+}
+
 void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
+    if (span != NULL && span->kind == SPAN_LARGE && likely(!opt.stats_cycles)) {
+        __builtin_prefetch(&tls_thread.tcache->large);
+        free_large(p, span, call);
+        return;
+    }
     /* a large block's free reads the span's second line and the large
      * cache: with a cold cache, their misses overlap the first line's */
     __builtin_prefetch((char *)span + 64);
-    __builtin_prefetch(&tls_tcache->large);
+    __builtin_prefetch(&tls_thread.tcache->large);
     span_t *s = checked_span_of(p, span, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
@@ -244,8 +267,8 @@ void free_leaf_miss(void *p, const char *call)
     }
     /* No ordering for signal handlers: like glibc's, dpmalloc's calls
      * are not async-signal-safe (include/dpmalloc.h). */
-    tc->leaf_base = (uintptr_t)leaf - ((a >> TC_LEAF_SHIFT) << RADIX_LG_LEAF) * sizeof(uintptr_t);
-    tc->leaf_key = a >> TC_LEAF_SHIFT;
+    tls_thread.leaf_base = (uintptr_t)leaf - ((a >> TC_LEAF_SHIFT) << RADIX_LG_LEAF) * sizeof(uintptr_t);
+    tls_thread.leaf_key = a >> TC_LEAF_SHIFT;
     free_fast(p, call);
 }
 
@@ -356,12 +379,12 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
 
 /* Realloc of live block p (validated here: one frame for the look-up and
  * the resize, which is most of a large block's realloc). */
-static void *realloc_checked(void *p, size_t size, size_t align, const char *call)
+
+static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
     /* as in free_slow: a large block's resize reads both span lines, and
      * its slack's cache is most often this thread's */
-    __builtin_prefetch(&tls_tcache->large);
-    span_t *s = span_of(p);
+    __builtin_prefetch(&tls_thread.tcache->large);
     __builtin_prefetch((char *)s + 64);
     s = checked_span_of(p, s, call);
     if (unlikely(size > ALLOC_MAX))
@@ -400,6 +423,38 @@ static void *realloc_checked(void *p, size_t size, size_t align, const char *cal
         }
     }
     return move_block(p, s, old, size, align, call);
+}
+
+/* realloc of p to size bytes (not 0) at alignment align. The step of a
+ * chain of growth, a live large block growing into the slack its own
+ * thread's cache keeps for it (tcache_large.c), is taken before the
+ * general path: it often runs with a cold cache, right after the program
+ * wrote the block, and reads only the page-map entry, the span's two
+ * lines and the cache's first line. None of the general path's checks
+ * can fail there: only a live large block, its base pointer, has slack,
+ * and slack is never kept under opt.zero. */
+DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char *call)
+{
+    /* the page map through the thread's leaf when it covers p: that line
+     * also holds tls_thread.tcache, which the test of the slack reads */
+    uintptr_t a = (uintptr_t)p;
+    span_t *s = likely(a >> TC_LEAF_SHIFT == tls_thread.leaf_key)
+                    ? radix_entry_span(__atomic_load_n(
+                          (const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)), __ATOMIC_RELAXED))
+                    : span_of(p);
+    if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
+        size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == &tls_thread.tcache->large) {
+        size_t old = s->usable;
+        (void)old;   /* for the annotation */
+        DPM_ANN_REALLOC_BEGIN(p);
+        if (tcache_large_slack_grow(s, size)) {
+            s->grew = 1;
+            s->requested = size;
+            DPM_ANN_OPEN_RANGE(p, old, s->usable);
+            return p;
+        }
+    }
+    return realloc_general(p, s, size, align, call);
 }
 
 /* realloc to 0 bytes frees p; out of line for the reason move_block is. */

@@ -61,7 +61,7 @@ DPM_INLINE void *alloc_fast(size_t size)
         off = sc_compute(size) * sizeof(tc_bin_t);
     else
         return alloc_slow(size);   /* large: the large cache or the arena */
-    tc_bin_t *b = (tc_bin_t *)((char *)__atomic_load_n(&tls_tcache, __ATOMIC_RELAXED)->bins + off);
+    tc_bin_t *b = (tc_bin_t *)((char *)__atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED)->bins + off);
     void **h = b->head;
     if (likely((uint16_t)(uintptr_t)h != b->low_lo)) {
         void *p = b->hot;
@@ -93,14 +93,14 @@ DPM_INLINE void *alloc_fast(size_t size)
  * one. */
 DPM_INLINE void free_fast(void *p, const char *call)
 {
-    tcache_t *tc = __atomic_load_n(&tls_tcache, __ATOMIC_RELAXED);
     uintptr_t a = (uintptr_t)p;
-    if (unlikely(a >> TC_LEAF_SHIFT != tc->leaf_key)) {
+    if (unlikely(a >> TC_LEAF_SHIFT != tls_thread.leaf_key)) {
         free_leaf_miss(p, call);
         return;
     }
-    uintptr_t e = __atomic_load_n((const uintptr_t *)(tc->leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)),
+    uintptr_t e = __atomic_load_n((const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)),
                                   __ATOMIC_RELAXED);
+    tcache_t *tc = __atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED);
     tc_bin_t *b = tc_bin_of_tag(tc, radix_entry_tag(e));
     if (likely(!tc_bin_full(b))) {
         const span_t *s = radix_entry_span(e);

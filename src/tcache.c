@@ -13,11 +13,12 @@
 #include <errno.h>
 #include <string.h>
 
-__thread tcache_t *tls_tcache = &tcache_empty;
-__thread uint8_t tls_state;
 __thread arena_t *tls_arena;
 /* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
-tcache_t tcache_empty = {.leaf_key = TC_NO_LEAF};
+__thread thread_hot_t tls_thread = {.leaf_key = TC_NO_LEAF, .tcache = &tcache_empty};
+__thread uint8_t tls_state;
+/* All bins zero: empty and full. */
+tcache_t tcache_empty;
 
 static dpm_mutex_t tcaches_lock = DPM_MUTEX_INITIALIZER;
 static list_t tcaches_live;       /* every thread's cache, for stats and fork */
@@ -72,7 +73,7 @@ void tcache_prefault(void)
 {
     if (tls_state != THREAD_CACHED)
         return;
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = tls_thread.tcache;
     os_populate(tc, sizeof(*tc));
     for (unsigned c = 0; c < g.tcache_nclasses; c++)
         os_populate(tc_bin_top(&tc->bins[c]) - tc->stats[c].cap, (tc->stats[c].cap + 1) * sizeof(void *));
@@ -113,7 +114,6 @@ static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
     /* no thread's /proc view matches it: reclaimers leave the cache alone
      * until its owner records its mask (attach) */
     __atomic_store_n(&tc->sigmask, UINT64_MAX, __ATOMIC_RELAXED);
-    tc->leaf_key = TC_NO_LEAF;
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
     tcache_set_arena(tc, arena);
@@ -186,7 +186,7 @@ bool tcache_create_for_thread(void)
             return false;
     }
     tcache_reset(tc, arena, recycled);
-    tc->tls_slot = &tls_tcache;
+    tc->tls_slot = &tls_thread.tcache;
     tc->blocking = &mutex_blocking_here;
     tc->blocking_seq = &mutex_blocking_seq;
     tc->tid = os_thread_id();
@@ -203,12 +203,12 @@ bool tcache_create_for_thread(void)
 
 /* The calling thread starts using its cache tc. Under the lock a
  * reclaimer holds while it empties tc (tcaches_reclaim): a reclaimer
- * points tls_tcache away from tc before it looks at the thread, and this
+ * points tls_thread.tcache away from tc before it looks at the thread, and this
  * store must not undo that while it works. */
 static void attach_keeping_mask(tcache_t *tc)
 {
     mutex_lock(&tc->large.lock);
-    __atomic_store_n(&tls_tcache, tc, __ATOMIC_RELAXED);
+    __atomic_store_n(&tls_thread.tcache, tc, __ATOMIC_RELAXED);
     mutex_unlock(&tc->large.lock);
 }
 
@@ -504,7 +504,7 @@ void tcache_flush_all(tcache_t *tc)
  * back (cache_resume) or leaves it disabled. */
 static void cache_suspend(void)
 {
-    __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
+    __atomic_store_n(&tls_thread.tcache, &tcache_empty, __ATOMIC_RELAXED);
     tls_state = THREAD_NOCACHE;
 }
 
@@ -620,6 +620,7 @@ int thread_tcache_enable(bool on)
         attach(tc);
     } else if (tls_state == THREAD_NOCACHE || tls_state == THREAD_NEW) {
         tls_state = THREAD_NEW;
+        tls_thread.leaf_key = TC_NO_LEAF;   /* the next free may make the cache */
         tcache_create_for_thread();
     }
     return 0;
@@ -721,7 +722,7 @@ static __thread tcache_t *tls_exiting_cache;
 void tcache_thread_exit(void *arg)
 {
     tcache_t *tc = arg;
-    __atomic_store_n(&tls_tcache, &tcache_empty, __ATOMIC_RELAXED);
+    __atomic_store_n(&tls_thread.tcache, &tcache_empty, __ATOMIC_RELAXED);
     tls_state = THREAD_EXITING;
     if (tc != NULL && tc != &tcache_empty) {
         tls_exiting_cache = tc;
@@ -871,7 +872,7 @@ static void send_detached(detached_t *d)
 
 /* Empties the small bins of another thread's cache while that thread
  * sleeps. Its fast paths take no lock and no atomic, so the reclaimer
- * first points the thread's tls_tcache at tcache_empty: from then on its
+ * first points the thread's tls_thread.tcache at tcache_empty: from then on its
  * malloc and free take the slow path, which puts the cache back under
  * tc->large.lock (attach), held here throughout. Then it checks that the
  * thread sleeps in a futex or epoll wait (os_thread_sleeps_in_wait), and
@@ -880,7 +881,7 @@ static void send_detached(detached_t *d)
  * the fast paths make no system call, and every sleep inside dpmalloc
  * raises the flag, so the thread is in no allocator call, and the
  * kernel's scheduling makes its last stores visible here and the switch
- * of tls_tcache visible to it when it wakes. A signal handler's sleep
+ * of tls_thread.tcache visible to it when it wakes. A signal handler's sleep
  * could sit over an interrupted malloc: a handler runs with its signal
  * blocked, so a thread whose blocked signals (/proc SigBlk) differ from
  * the mask it last recorded in a slow path is left alone. Anything else (running, other system calls, /proc

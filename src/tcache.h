@@ -119,29 +119,21 @@ typedef struct large_cache {
 } CACHE_ALIGNED large_cache_t;
 
 typedef struct tcache {
-    /* The page-map leaf of the last free: the leaf covering the 4 GiB of
-     * addresses p with p >> TC_LEAF_SHIFT == leaf_key, stored as
-     * leaf_base, the leaf minus leaf_key's first entry index, so that the
-     * entry of p is leaf_base[p >> LG_PAGE]. It takes the root load off
-     * the free fast path's dependency chain; frees that alternate between
-     * two leaves pay a mispredicted branch and free_leaf_miss each, which
-     * is why leaves are that large. UINTPTR_MAX matches no pointer: the
-     * value in tcache_empty and in a cache without a leaf yet. */
-    uintptr_t leaf_key;
-    uintptr_t leaf_base;
+    /* For reclaimers (tcaches_reclaim), set by the owner at creation and
+     * only read afterwards, so they may share the line a free reads: */
+    struct tcache **tls_slot;   /* the owner's tls_thread.tcache */
+    const uint32_t *blocking;   /* the owner's mutex_blocking_here */
     arena_t *arena;             /* set with tcache_set_arena */
     bool arena_manual;          /* arena->manual, in the line a free reads first */
     unsigned stash_next;        /* round-robin victim among the stashes */
-    /* In the first line with the leaf: a free whose tag is 0 (a large
-     * block, a foreign pointer) reads nothing else of the cache. Bins
+    /* In the first line: a free whose tag is 0 (a large block, a
+     * foreign pointer) reads nothing else of the cache. Bins
      * are 32 bytes from here, so none straddles two lines. */
     tc_bin_t none;              /* tag 0: all zero, so empty and full */
     tc_bin_t bins[TC_NBINS];
     phased_stash_t stashes[TC_PHASED_STASHES];
     list_node_t link;           /* on the live or the exited caches */
-    /* For reclaimers (tcaches_reclaim), set by the owner at creation: */
-    struct tcache **tls_slot;   /* the owner's tls_tcache */
-    const uint32_t *blocking;   /* the owner's mutex_blocking_here */
+    /* For reclaimers, set by the owner at creation: */
     const uint32_t *blocking_seq; /* and mutex_blocking_seq */
     uint64_t sigmask;           /* the owner's blocked signals, as last seen by the owner */
     int tid;                    /* the owner's kernel thread id */
@@ -168,7 +160,7 @@ _Static_assert(NSMALL * sizeof(tc_bin_t) <= UINT16_MAX, "bin offsets fit the tab
 /* The bin of a page-map tag (radix.h): "none" for tag 0, bins[tag - 1]
  * otherwise, with one scaled add. */
 _Static_assert(offsetof(tcache_t, bins) == offsetof(tcache_t, none) + sizeof(tc_bin_t), "none precedes bins[0]");
-_Static_assert(offsetof(tcache_t, none) == 32 && sizeof(tc_bin_t) == 32, "the leaf and none share a line; bins never straddle two");
+_Static_assert(offsetof(tcache_t, none) == 32 && sizeof(tc_bin_t) == 32, "the arena and none share a line; bins never straddle two");
 DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 {
     return (tc_bin_t *)((char *)tc + offsetof(tcache_t, none) + tag * sizeof(tc_bin_t));
@@ -270,13 +262,35 @@ DPM_INLINE unsigned tcache_bin_for(const tcache_t *tc, const span_t *s)
 
 enum thread_state { THREAD_NEW = 0, THREAD_CACHED = 1, THREAD_EXITING = 2, THREAD_NOCACHE = 3 };
 
-/* The calling thread's cache, &tcache_empty if it has none, or if a
- * reclaimer took the cache's blocks while the thread slept (see
- * tcaches_reclaim): the next slow path puts it back (tcache_mine). The
- * fast paths read it with a relaxed load (a plain move): a reclaimer
- * writes it from another thread. */
-extern __thread tcache_t *tls_tcache;
-extern __thread uint8_t tls_state;
+/* What the free fast path reads of the calling thread: one TLS object,
+ * so that a shared object reaches it through one address. */
+typedef struct thread_hot {
+    /* The page-map leaf of the thread's last free through its cache: the
+     * leaf covering the 4 GiB of addresses p with p >> TC_LEAF_SHIFT ==
+     * leaf_key, stored as leaf_base, the leaf minus leaf_key's first
+     * entry index, so that the entry of p is leaf_base[p >> LG_PAGE].
+     * Kept here, apart from the cache, so that a free's page-map entry
+     * and then its span are the second and third loads of its dependency
+     * chain, not the third and fourth (the cache's own line is loaded
+     * meanwhile): a free that runs with a cold cache, a large block's
+     * after the program wrote megabytes, pays one miss less. Leaves are
+     * never freed, so a key stays valid whichever cache the thread uses;
+     * frees that alternate between two leaves pay a mispredicted branch
+     * and free_leaf_miss each, which is why leaves are that large.
+     * TC_NO_LEAF (no pointer matches it): a thread that never freed
+     * through a cache, or whose next free must reach free_leaf_miss (a
+     * thread that may make its cache there). */
+    uintptr_t leaf_key;
+    uintptr_t leaf_base;
+    /* The thread's cache, &tcache_empty if it has none, or if a reclaimer
+     * took the cache's blocks while the thread slept (see
+     * tcaches_reclaim): the next slow path puts it back (tcache_mine).
+     * The fast paths read it with a relaxed load (a plain move): a
+     * reclaimer writes it from another thread. */
+    tcache_t *tcache;
+} thread_hot_t;
+extern __thread thread_hot_t tls_thread;
+extern __thread uint8_t tls_state;   /* enum thread_state */
 extern __thread arena_t *tls_arena;
 extern tcache_t tcache_empty;
 
@@ -286,7 +300,7 @@ tcache_t *tcache_reattach(void) DPM_NOINLINE;
  * it: one a reclaimer took away is put back first. */
 DPM_INLINE tcache_t *tcache_mine(void)
 {
-    tcache_t *tc = __atomic_load_n(&tls_tcache, __ATOMIC_RELAXED);
+    tcache_t *tc = __atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED);
     if (unlikely(tc == &tcache_empty) && tls_state == THREAD_CACHED)
         tc = tcache_reattach();
     return tc;
@@ -348,6 +362,11 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size);
  * any, is given to s (s->usable covers all its pages again) and the
  * caller resizes as usual. */
 bool tcache_large_slack_resize(span_t *s, size_t size);
+/* tcache_large_slack_resize for a growth (size > s->usable) of a block
+ * whose slack sits in the calling thread's own cache: true if the slack
+ * served it; false (the slack left as it was) if it is too small, or a
+ * reclaimer cut it meanwhile. */
+bool tcache_large_slack_grow(span_t *s, size_t size);
 /* tcache_large_slack_detach's locked part. */
 void tcache_large_slack_end(span_t *s);
 /* Gives live large block s all its pages as usable bytes, ending its

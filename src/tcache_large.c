@@ -178,7 +178,7 @@ DPM_INLINE void large_trim_reservation(large_cache_t *lc, bool all)
 /* Sends the oldest blocks home until `need` more bytes fit in the budget,
  * in the cache's reservation and a free slot; false if they cannot (need
  * is over the budget, or the cap leaves no room even for `need` alone). */
-static bool large_make_room(large_cache_t *lc, size_t need)
+static DPM_NOINLINE bool large_make_room(large_cache_t *lc, size_t need)
 {
     if (need > opt.tcache_large_bytes)
         return false;
@@ -221,7 +221,12 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
     if (threshold != 0 && span_bytes(s) >= threshold)
         return false;
     lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
-    bool ok = large_make_room(lc, s->usable);
+    /* what a put most often finds: a free slot, and room in the budget and
+     * in the reservation (large_make_room's loops, out of line, would
+     * send nothing home) */
+    size_t after = lc->bytes + s->usable;
+    bool ok = (lc->n < lc->nslots && after <= opt.tcache_large_bytes && after <= lc->reserved) ||
+              large_make_room(lc, s->usable);
     if (ok) {
         __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
         lc->blocks[lc->n++] = s;
@@ -341,6 +346,28 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
         }
         if (!served || usable == full)
             slack_to_block(lc, s);
+    }
+    mutex_unlock_elidable(&lc->lock, held);
+    return served;
+}
+
+bool tcache_large_slack_grow(span_t *s, size_t size)
+{
+    large_cache_t *lc = &tls_thread.tcache->large;
+    bool served = false;
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {   /* else cut meanwhile */
+        size_t full = span_end(s) - s->base;
+        size_t usable = arena_large_usable(size, s->base - s->start);
+        if (usable <= full) {
+            __atomic_store_n(&lc->bytes, lc->bytes - (usable - s->usable), __ATOMIC_RELAXED);
+            lc->slack_bytes = full - usable;
+            s->usable = usable;
+            lc->used = true;
+            served = true;
+            if (usable == full)
+                slack_to_block(lc, s);
+        }
     }
     mutex_unlock_elidable(&lc->lock, held);
     return served;

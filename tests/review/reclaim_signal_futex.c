@@ -32,7 +32,7 @@
  * Root cause: reclaim_small (src/tcache.c) takes "asleep in a futex or
  * epoll wait, mutex_blocking_here 0" as proof that the owner is in no
  * allocator call. A handler's sleep sits on top of the interrupted
- * alloc_fast/free_fast, which already loaded tls_tcache (the real cache)
+ * alloc_fast/free_fast, which already loaded tls_thread.tcache (the real cache)
  * and the bin's head; the switch to tcache_empty does not reach it, and
  * after flush_small it completes its pop/push with the stale head, so
  * blocks sent home stay in (or return to) the bin. /proc/<tid>/syscall

@@ -117,14 +117,14 @@ static void test_leaf_switch(void)
         return;
     }
     test_double_free_after_switch(a, b);
-    tcache_t *tc = tls_tcache;
+    tcache_t *tc = tls_thread.tcache;
     tc_bin_t *bin = &tc->bins[span_of(a)->tcache_class];
     EXPECT_TRUE(span_of(b)->tcache_class == span_of(a)->tcache_class, "blocks of one class in two bins");
     unsigned before = tc_bin_count(bin);
     dpm_free(a);
-    EXPECT_EQ_U(tc->leaf_key, leaf_of(a));
+    EXPECT_EQ_U(tls_thread.leaf_key, leaf_of(a));
     dpm_free(b);
-    EXPECT_EQ_U(tc->leaf_key, leaf_of(b));
+    EXPECT_EQ_U(tls_thread.leaf_key, leaf_of(b));
     EXPECT_EQ_U(tc_bin_count(bin), before + 2);
     EXPECT_TRUE(bin->head[0] == b && bin->head[1] == a, "the frees did not land in their bin");
     EXPECT_TRUE(bin->hot == b, "hot is not the block just freed");
