@@ -160,6 +160,92 @@ TEST(a_put_cuts_the_slack_for_room)
     EXPECT_LE_U(read_size_t("stats.tcache_bytes"), budget);
 }
 
+/* Each growth into the block's own slack moves bytes from the cache's
+ * count to the block (stats.tcache_bytes counts the slack), ends the
+ * slack when it takes all of it, and the block that ends the chain is
+ * cached whole. Run once while the process has one thread (the cache's
+ * lock elided) and once with a second thread alive (taken). */
+static void own_slack_growth_accounting(void)
+{
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    chain(MiB, 64);   /* the cache holds the 4 MiB block that ended it */
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 4 * MiB);
+    unsigned char *p = dpm_malloc(MiB);
+    EXPECT_NONNULL(p);
+    if (p == NULL)
+        return;
+    memset(p, 3, MiB);
+    EXPECT_EQ_U(dpm_usable_size(p), MiB);
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 3 * MiB);   /* the slack */
+    unsigned char *q = dpm_realloc(p, MiB + 1);
+    EXPECT(q == p, "a growth into slack moved the block");
+    size_t usable = dpm_usable_size(q);
+    EXPECT(usable >= MiB + 1 && usable <= MiB + MiB / 4, "MiB + 1 bytes got %zu usable", usable);
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 4 * MiB - usable);
+    q = dpm_realloc(q, 3 * MiB);
+    EXPECT(q == p && dpm_usable_size(q) == 3 * MiB, "3 MiB: %p (was %p), usable %zu", (void *)q, (void *)p,
+           dpm_usable_size(q));
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), MiB);
+    EXPECT(q[0] == 3 && q[MiB - 1] == 3, "contents lost growing into slack");
+    q = dpm_realloc(q, 4 * MiB);   /* takes all of the slack: it ends */
+    EXPECT(q == p && dpm_usable_size(q) == 4 * MiB, "4 MiB: %p (was %p), usable %zu", (void *)q, (void *)p,
+           dpm_usable_size(q));
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 0);
+    q = dpm_realloc(q, 4 * MiB + 4096);   /* past the block's pages: the general path */
+    EXPECT(q != NULL && q[0] == 3 && q[MiB - 1] == 3, "growth past the slack lost the contents");
+    EXPECT(dpm_usable_size(q) >= 4 * MiB + 4096, "usable %zu", dpm_usable_size(q));
+    dpm_free(q);
+    EXPECT_LE_U(read_size_t("stats.tcache_bytes"), read_size_t("opt.tcache_large_bytes"));
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 0);
+}
+
+static void *sleep_until_told(void *arg)
+{
+    int *stop = arg;
+    while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+TEST(own_slack_growth_is_accounted)
+{
+    own_slack_growth_accounting();
+    int stop = 0;
+    pthread_t t;
+    EXPECT_EQ_I(pthread_create(&t, NULL, sleep_until_told, &stop), 0);
+    own_slack_growth_accounting();
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+}
+
+/* A growth at an alignment the block's pages do not have is no growth
+ * into slack: the block moves to the alignment, with its contents. */
+TEST(aligned_growth_past_the_block_alignment_moves)
+{
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    for (int i = 0; i < 8; i++) {
+        chain(MiB, 64);
+        unsigned char *p = dpm_malloc(MiB);   /* page aligned, with slack */
+        EXPECT_NONNULL(p);
+        if (p == NULL)
+            return;
+        memset(p, 9, MiB);
+        size_t align = (size_t)65536 << (i % 4);
+        unsigned char *q = dpm_realloc_aligned(p, 2 * MiB, align);
+        EXPECT(q != NULL && (uintptr_t)q % align == 0, "dpm_realloc_aligned(2 MiB, %zu) = %p", align, (void *)q);
+        if (q == NULL)
+            return;
+        EXPECT(q[0] == 9 && q[MiB - 1] == 9, "contents lost moving to alignment %zu", align);
+        EXPECT(((uintptr_t)p % align == 0) == (q == p), "block %p at alignment %zu: moved to %p", (void *)p, align,
+               (void *)q);
+        dpm_free(q);
+    }
+    EXPECT_LE_U(read_size_t("stats.tcache_bytes"), read_size_t("opt.tcache_large_bytes"));
+}
+
 /* Blocks with slack handed to another thread, grown and freed there while
  * a third thread purges the arena (which cuts slack) in a loop. */
 #define HANDOFFS 300
@@ -258,6 +344,8 @@ int main(void)
     RUN(steady_chains_leave_the_page_heap_alone);
     RUN(slack_is_budgeted_and_flushed);
     RUN(a_put_cuts_the_slack_for_room);
+    RUN(own_slack_growth_is_accounted);
+    RUN(aligned_growth_past_the_block_alignment_moves);
     RUN(slack_across_threads_and_purges);
     return test_done();
 }

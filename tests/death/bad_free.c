@@ -110,6 +110,33 @@ static int case_interior_large(void *how)
     return 0;
 }
 
+/* A block with slack (the large cache keeps the pages of the block that
+ * ended a chain of growth for the next chain, tcache_large.c) grown from
+ * an interior pointer: the growth into the thread's own slack is tried
+ * before the general path's checks, and must not take the pointer. */
+static int case_interior_slack_growth(void *arg)
+{
+    (void)arg;
+    char *p = D_MALLOC((size_t)1 << 20);
+    if (!p)
+        return 3;
+    p = D_REALLOC(p, (size_t)2 << 20);
+    p = D_REALLOC(p, (size_t)4 << 20);
+    if (!p)
+        return 3;
+    D_FREE(p);
+    char *q = D_MALLOC((size_t)1 << 20);   /* that block, with 3 MiB of slack */
+    if (!q)
+        return 3;
+    memset(q, 0, (size_t)1 << 20);
+    /* in the last page of its pages, which the page map knows */
+    char *inner = q + ((size_t)4 << 20) - 4096;
+    *shared_ptr = (uintptr_t)inner;
+    void *volatile r = D_REALLOC(launder(inner), (size_t)4 << 20);
+    (void)r;
+    return 0;
+}
+
 /* Free 10000 other objects of this size so any thread cache flushes. */
 static void flush_by_churn(size_t size)
 {
@@ -359,6 +386,8 @@ TEST(interior_pointers)
     expect_abort("realloc(small + 16)", case_interior_small, REALLOC_ARG,
                  "realloc", "invalid pointer");
     expect_abort("realloc(large + 4096)", case_interior_large, REALLOC_ARG,
+                 "realloc", "invalid pointer");
+    expect_abort("realloc(slack block's last page, growing)", case_interior_slack_growth, NULL,
                  "realloc", "invalid pointer");
 }
 
