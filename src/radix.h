@@ -31,7 +31,7 @@
 #define LG_SEG_UNIT 22
 #define SEG_UNIT ((size_t)1 << LG_SEG_UNIT)   /* segments are multiples of this */
 #define RADIX_LG_VA 48
-#define RADIX_LG_LEAF 20   /* 4 GiB per leaf: a heap rarely spans two (see tcache_t.leaf_key) */
+#define RADIX_LG_LEAF 20   /* 4 GiB per leaf: a heap rarely spans two (see thread_hot_t.leaf_key) */
 #define RADIX_LG_ROOT (RADIX_LG_VA - LG_PAGE - RADIX_LG_LEAF)
 #define RADIX_LEAF_LEN ((size_t)1 << RADIX_LG_LEAF)
 #define RADIX_ROOT_LEN ((size_t)1 << RADIX_LG_ROOT)

@@ -356,8 +356,9 @@ bool tcache_large_slack_grow(span_t *s, size_t size)
     large_cache_t *lc = &tls_thread.tcache->large;
     bool served = false;
     lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
-    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {   /* else cut meanwhile */
-        size_t full = span_end(s) - s->base;
+    size_t full = span_end(s) - s->base;
+    /* size first: the class rounding of a size near SIZE_MAX wraps */
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc && size <= full) {   /* else cut meanwhile */
         size_t usable = arena_large_usable(size, s->base - s->start);
         if (usable <= full) {
             __atomic_store_n(&lc->bytes, lc->bytes - (usable - s->usable), __ATOMIC_RELAXED);

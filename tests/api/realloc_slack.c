@@ -9,6 +9,7 @@
 #include "test.h"
 
 #include <dpmalloc.h>
+#include <errno.h>
 #include <pthread.h>
 
 #define KiB ((size_t)1 << 10)
@@ -177,6 +178,13 @@ static void own_slack_growth_accounting(void)
     memset(p, 3, MiB);
     EXPECT_EQ_U(dpm_usable_size(p), MiB);
     EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 3 * MiB);   /* the slack */
+    /* sizes no block can have: the class rounding of SIZE_MAX wraps */
+    for (volatile size_t huge = SIZE_MAX; huge > SIZE_MAX - 2 * 4096; huge -= 4095) {
+        errno = 0;
+        EXPECT(dpm_realloc(p, huge) == NULL && errno == ENOMEM, "dpm_realloc(%zu): not NULL/ENOMEM", huge);
+    }
+    EXPECT_EQ_U(dpm_usable_size(p), MiB);
+    EXPECT_EQ_U(read_size_t("stats.tcache_bytes"), 3 * MiB);
     unsigned char *q = dpm_realloc(p, MiB + 1);
     EXPECT(q == p, "a growth into slack moved the block");
     size_t usable = dpm_usable_size(q);
