@@ -125,7 +125,8 @@ void *alloc_slow(size_t size)
         return alloc_fast(size);
     /* A reclaimer took the cache: put it back and pop from it again (the
      * reclaimer may have left the bins as they were, not empty). */
-    if (unlikely(__atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED) == &tcache_empty) && tls_state == THREAD_CACHED) {
+    if (unlikely(__atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED) == &tcache_empty) &&
+        tls_state == THREAD_CACHED) {
         tcache_reattach();
         return alloc_fast(size);
     }
@@ -377,9 +378,9 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
     return q;
 }
 
-/* Realloc of live block p (validated here: one frame for the look-up and
- * the resize, which is most of a large block's realloc). */
-
+/* Realloc of block p, whose span per the page map is s (NULL: none),
+ * validated here: one frame for the checks and the resize, which is most
+ * of a large block's realloc. */
 static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
     /* as in free_slow: a large block's resize reads both span lines, and
@@ -430,17 +431,20 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
  * thread's cache keeps for it (tcache_large.c), is taken before the
  * general path: it often runs with a cold cache, right after the program
  * wrote the block, and reads only the page-map entry, the span's two
- * lines and the cache's first line. None of the general path's checks
- * can fail there: only a live large block, its base pointer, has slack,
- * and slack is never kept under opt.zero. */
+ * lines and the cache's first line. Of the general path's checks only
+ * two can fail there, and it makes them: p must be the block's base
+ * (only a live large block has slack, but its last page maps the span
+ * too), and the size must fit the block's pages, which also keeps the
+ * class rounding of a size near SIZE_MAX from wrapping. No block has
+ * slack under opt.zero. */
 DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
     /* the page map through the thread's leaf when it covers p: that line
      * also holds tls_thread.tcache, which the test of the slack reads */
     uintptr_t a = (uintptr_t)p;
+    const uintptr_t *slot = (const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t));
     span_t *s = likely(a >> TC_LEAF_SHIFT == tls_thread.leaf_key)
-                    ? radix_entry_span(__atomic_load_n(
-                          (const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)), __ATOMIC_RELAXED))
+                    ? radix_entry_span(__atomic_load_n(slot, __ATOMIC_RELAXED))
                     : span_of(p);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
         size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == &tls_thread.tcache->large) {
