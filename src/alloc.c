@@ -119,7 +119,7 @@ void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    if (unlikely(background_pending) && !mutex_all_held_here)
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);
@@ -450,8 +450,12 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
         size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == &tls_thread.tcache->large) {
         size_t old = s->usable;
         (void)old;   /* for the annotation */
-        DPM_ANN_REALLOC_BEGIN(p);
         if (tcache_large_slack_grow(s, size)) {
+            /* only now: a growth the slack cannot serve goes on to
+             * realloc_general, whose own begin would record the key
+             * bytes as this one left them, defined. The annotation reads
+             * the request before this one, still in s->requested. */
+            DPM_ANN_REALLOC_BEGIN(p);
             s->grew = 1;
             s->requested = size;
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
@@ -608,7 +612,7 @@ static bool arena_call_ok(size_t size, size_t *align)
         errno = ENOMEM;
         return false;
     }
-    if (unlikely(background_pending) && !mutex_all_held_here)
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     return true;
 }

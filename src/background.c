@@ -71,7 +71,7 @@ static void *background_main(void *arg)
 void background_request_at_start(void)
 {
     wanted = true;
-    background_pending = true;
+    __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
 }
 
 /* Waits for bg_lock, or in pthread_create or pthread_join, are sleeps
@@ -81,7 +81,7 @@ void background_maybe_start(void)
     mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     bool start = wanted && !running;
-    background_pending = false;
+    __atomic_store_n(&background_pending, false, __ATOMIC_RELAXED);
     if (start) {
         stopping = false;
         running = pthread_create(&thread, NULL, background_main, NULL) == 0;
@@ -137,5 +137,5 @@ void background_postfork_child(void)
     pthread_mutex_init(&bg_lock, NULL);
     pthread_cond_init(&bg_cond, NULL);
     running = false;   /* threads do not survive fork: restart on demand */
-    background_pending = wanted;
+    __atomic_store_n(&background_pending, wanted, __ATOMIC_RELAXED);
 }

@@ -20,6 +20,10 @@ void background_request_at_start(void);
 /* Starts the thread if it was asked for and is not running; called from
  * allocation slow paths with no lock held. */
 void background_maybe_start(void);
+/* A start is due (the slow paths test it): read and written with relaxed
+ * atomics, as a thread that toggles background_thread writes it while
+ * others allocate; a slow path that misses a fresh request sees it at
+ * its next one. */
 extern bool background_pending;
 void background_prefork(void);
 void background_postfork_parent(void);

@@ -13,6 +13,11 @@
  *   realloc    grow a block by realloc (it moves), then write 1 byte past
  *              the new size
  *   realloc_in_place  shrink a 40-byte block to 30 (it stays), write at 30
+ *   slack_undefined / slack_past_undefined  a block with slack (the large
+ *              cache's pages of the block that ended a chain of growth)
+ *              whose bytes 8..11 were never written grows into its slack
+ *              (200000 bytes) or past it (4 MiB), then the program
+ *              branches on byte 9: memcheck must report it uninitialised
  *   rte_uaf    (dpm only) read a freed 24-byte dpm_rte_malloc block
  *   rte_overflow  (dpm only) write 1 byte past dpm_rte_malloc(24)
  *   socket_overflow  (dpm only) write 1 byte past dpm_malloc_socket(24)
@@ -65,7 +70,7 @@ __attribute__((noinline)) static void leak_one(size_t n)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|leak_large|realloc|realloc_in_place|none\n");
+        fprintf(stderr, "usage: planted dpm|libc uaf|overflow|overflow100|leak|leak_large|realloc|realloc_in_place|slack_undefined|slack_past_undefined|none\n");
         return 2;
     }
     use_dpm = strcmp(argv[1], "dpm") == 0;
@@ -111,6 +116,21 @@ int main(int argc, char **argv)
         sink = q;
         sink[30] = 1;
         xfree(q);
+    } else if (strcmp(bug, "slack_undefined") == 0 || strcmp(bug, "slack_past_undefined") == 0) {
+        char *p = xmalloc(100000);   /* a chain of growth: its last block keeps slack */
+        memset(p, 1, 100000);
+        p = xrealloc(p, 400000);
+        p = xrealloc(p, 1600000);
+        memset(p, 2, 1600000);
+        xfree(p);
+        p = xmalloc(100000);   /* that block, with slack */
+        memset(p, 3, 8);
+        memset(p + 12, 3, 100000 - 12);
+        p = xrealloc(p, strcmp(bug, "slack_undefined") == 0 ? 200000 : (size_t)4 << 20);
+        sink = p;
+        if (sink[9] == 0x42)
+            printf("byte 9 is 0x42\n");
+        xfree(p);
 #ifdef PLANTED_DPM_API
     } else if (strcmp(bug, "rte_uaf") == 0) {
         char *p = dpm_rte_malloc(NULL, 24, 0);

@@ -78,6 +78,12 @@ for api in $apis; do
     expect "$mode $api realloc moved" "Invalid write of size 1" "0 bytes after a block of size 40 alloc'd" "$rf"
     run realloc_in_place $VG "$prog" $api realloc_in_place
     expect "$mode $api realloc in place" "Invalid write of size 1" "0 bytes after a block of size 30 alloc'd"
+    run slack_undefined $VG "$prog" $api slack_undefined
+    expect "$mode $api never-written bytes after a growth into slack" \
+        "Conditional jump or move depends on uninitialised value(s)" "planted: done"
+    run slack_past_undefined $VG "$prog" $api slack_past_undefined
+    expect "$mode $api never-written bytes after a growth past the slack" \
+        "Conditional jump or move depends on uninitialised value(s)" "planted: done"
     run leak $VG --leak-check=full "$prog" $api leak
     expect "$mode $api leak" "100 bytes in 1 blocks are definitely lost" "definitely lost: 100 bytes in 1 blocks" "$mf"
     # the page run's descriptor holds a large block's address (the limit
