@@ -318,7 +318,7 @@ void *tcache_large_take_grown(tcache_t *tc, size_t size)
 
 /* The slack becomes the block's own pages again (lock held, s is
  * lc->slack). */
-static void slack_to_block(large_cache_t *lc, span_t *s)
+DPM_INLINE void slack_to_block(large_cache_t *lc, span_t *s)
 {
     s->usable = span_end(s) - s->base;
     slack_forget(lc);
@@ -351,27 +351,41 @@ bool tcache_large_slack_resize(span_t *s, size_t size)
     return served;
 }
 
+/* tcache_large_slack_grow with lc's lock held, or elided. */
+DPM_INLINE bool slack_grow_held(large_cache_t *lc, span_t *s, size_t size)
+{
+    size_t full = span_end(s) - s->base;
+    /* size first: the class rounding of a size near SIZE_MAX wraps */
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != lc || size > full)   /* cut meanwhile, or too big */
+        return false;
+    size_t usable = arena_large_usable(size, s->base - s->start);
+    if (usable > full)
+        return false;
+    __atomic_store_n(&lc->bytes, lc->bytes - (usable - s->usable), __ATOMIC_RELAXED);
+    lc->slack_bytes = full - usable;
+    s->usable = usable;
+    lc->used = true;
+    if (usable == full)
+        slack_to_block(lc, s);
+    return true;
+}
+
+static DPM_NOINLINE bool slack_grow_locked(large_cache_t *lc, span_t *s, size_t size)
+{
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
+    bool served = slack_grow_held(lc, s, size);
+    mutex_unlock_elidable(&lc->lock, held);
+    return served;
+}
+
+/* The lock is elided (the process has one thread) on a path that calls
+ * nothing: a growth step saves no registers. */
 bool tcache_large_slack_grow(span_t *s, size_t size)
 {
     large_cache_t *lc = &tls_thread.tcache->large;
-    bool served = false;
-    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
-    size_t full = span_end(s) - s->base;
-    /* size first: the class rounding of a size near SIZE_MAX wraps */
-    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc && size <= full) {   /* else cut meanwhile */
-        size_t usable = arena_large_usable(size, s->base - s->start);
-        if (usable <= full) {
-            __atomic_store_n(&lc->bytes, lc->bytes - (usable - s->usable), __ATOMIC_RELAXED);
-            lc->slack_bytes = full - usable;
-            s->usable = usable;
-            lc->used = true;
-            served = true;
-            if (usable == full)
-                slack_to_block(lc, s);
-        }
-    }
-    mutex_unlock_elidable(&lc->lock, held);
-    return served;
+    if (likely(process_single_threaded()))   /* mutex_lock_elidable's first test */
+        return slack_grow_held(lc, s, size);
+    return slack_grow_locked(lc, s, size);
 }
 
 /* tcache_large_slack_detach of a block that had slack when it looked. */
