@@ -453,8 +453,10 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
         if (tcache_large_slack_grow(s, size)) {
             /* only now: a growth the slack cannot serve goes on to
              * realloc_general, whose own begin would record the key
-             * bytes as this one left them, defined. The annotation reads
-             * the request before this one, still in s->requested. */
+             * bytes as this one left them, defined. The annotation finds
+             * the request before this one from what the block may touch,
+             * which the growth did not change: the slack's pages were a
+             * freed block's, marked inaccessible. */
             DPM_ANN_REALLOC_BEGIN(p);
             s->grew = 1;
             s->requested = size;

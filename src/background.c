@@ -17,6 +17,9 @@ static bool wanted, running, stopping;
 static pthread_t thread;
 static pthread_mutex_t bg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
+/* Signalled when a stopped thread was joined (running and stopping both
+ * false again): other callers that switched it off wait for that. */
+static pthread_cond_t bg_stopped = PTHREAD_COND_INITIALIZER;
 
 static uint64_t wake_interval_ns(void)
 {
@@ -99,20 +102,32 @@ int background_set(bool on)
     mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     wanted = on;
-    bool join = !on && running;
+    /* One caller stops the thread and joins it (a thread joined twice is
+     * undefined: it hung); another that switches it off meanwhile
+     * returns once it is joined, like the one that joins. */
+    bool join = !on && running && !stopping;
     if (join) {
         stopping = true;
         pthread_cond_signal(&bg_cond);
+    } else if (!on) {
+        while (stopping)
+            pthread_cond_wait(&bg_stopped, &bg_lock);
     }
     pthread_mutex_unlock(&bg_lock);
+    bool restart = false;
     if (join) {
         pthread_join(thread, NULL);
         pthread_mutex_lock(&bg_lock);
         running = false;
+        stopping = false;
+        /* switched on again while it stopped: that caller found it
+         * running and left the start to this one */
+        restart = wanted;
+        pthread_cond_broadcast(&bg_stopped);
         pthread_mutex_unlock(&bg_lock);
     }
     mutex_blocking_end();
-    if (on)
+    if (on || restart)
         background_maybe_start();
     return 0;
 }
@@ -136,6 +151,8 @@ void background_postfork_child(void)
 {
     pthread_mutex_init(&bg_lock, NULL);
     pthread_cond_init(&bg_cond, NULL);
+    pthread_cond_init(&bg_stopped, NULL);
     running = false;   /* threads do not survive fork: restart on demand */
+    stopping = false;
     __atomic_store_n(&background_pending, wanted, __ATOMIC_RELAXED);
 }
