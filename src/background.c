@@ -20,6 +20,9 @@ static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
 /* Signalled when a stopped thread was joined (running and stopping both
  * false again): other callers that switched it off wait for that. */
 static pthread_cond_t bg_stopped = PTHREAD_COND_INITIALIZER;
+/* The background thread itself (a page source's purge callback it runs
+ * may call the ctl): it cannot join itself. */
+static __thread bool on_background_thread;
 
 static uint64_t wake_interval_ns(void)
 {
@@ -53,6 +56,7 @@ static void decay_every_arena(void)
 static void *background_main(void *arg)
 {
     (void)arg;
+    on_background_thread = true;
     pthread_mutex_lock(&bg_lock);
     while (!stopping) {
         struct timespec ts;
@@ -99,6 +103,8 @@ int background_set(bool on)
      * may be started or joined (mutex.h). */
     if (mutex_all_held_here)
         return EAGAIN;
+    if (on_background_thread)
+        return EBUSY;
     mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     wanted = on;
