@@ -325,38 +325,15 @@ DPM_INLINE void slack_to_block(large_cache_t *lc, span_t *s)
     large_release_if_squeezed(lc);
 }
 
-bool tcache_large_slack_resize(span_t *s, size_t size)
-{
-    large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
-    if (lc == NULL)
-        return false;
-    bool served = false;
-    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
-    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc) {   /* else cut meanwhile */
-        size_t full = span_end(s) - s->base;
-        size_t usable = arena_large_usable(size, s->base - s->start);
-        /* a shrink gives the slack back to the block: the caller cuts
-         * what the program is done with, and may purge it */
-        if (size > s->usable && usable <= full) {
-            __atomic_store_n(&lc->bytes, lc->bytes - (usable - s->usable), __ATOMIC_RELAXED);
-            lc->slack_bytes = full - usable;
-            s->usable = usable;
-            lc->used = true;
-            served = true;
-        }
-        if (!served || usable == full)
-            slack_to_block(lc, s);
-    }
-    mutex_unlock_elidable(&lc->lock, held);
-    return served;
-}
-
-/* tcache_large_slack_grow with lc's lock held, or elided. */
+/* A growth (size > s->usable) of s into its slack in lc (lock held, or
+ * elided): true if the slack served it (s->usable is now what a fresh block of size gets, and
+ * the slack ends if that took all of it); false, the slack left as it
+ * was, if a reclaimer cut it meanwhile or it is too small. */
 DPM_INLINE bool slack_grow_held(large_cache_t *lc, span_t *s, size_t size)
 {
     size_t full = span_end(s) - s->base;
     /* size first: the class rounding of a size near SIZE_MAX wraps */
-    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != lc || size > full)   /* cut meanwhile, or too big */
+    if (__atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != lc || size > full)
         return false;
     size_t usable = arena_large_usable(size, s->base - s->start);
     if (usable > full)
@@ -368,6 +345,22 @@ DPM_INLINE bool slack_grow_held(large_cache_t *lc, span_t *s, size_t size)
     if (usable == full)
         slack_to_block(lc, s);
     return true;
+}
+
+bool tcache_large_slack_resize(span_t *s, size_t size)
+{
+    large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
+    if (lc == NULL)
+        return false;
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
+    bool served = size > s->usable && slack_grow_held(lc, s, size);
+    /* not served (a shrink, or a growth past the pages): the slack goes
+     * back to the block, and the caller cuts what the program is done
+     * with, and may purge it */
+    if (!served && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == lc)   /* else cut meanwhile */
+        slack_to_block(lc, s);
+    mutex_unlock_elidable(&lc->lock, held);
+    return served;
 }
 
 static DPM_NOINLINE bool slack_grow_locked(large_cache_t *lc, span_t *s, size_t size)
