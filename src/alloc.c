@@ -268,8 +268,7 @@ void free_leaf_miss(void *p, const char *call)
     }
     /* No ordering for signal handlers: like glibc's, dpmalloc's calls
      * are not async-signal-safe (include/dpmalloc.h). */
-    tls_thread.leaf_base = (uintptr_t)leaf - ((a >> TC_LEAF_SHIFT) << RADIX_LG_LEAF) * sizeof(uintptr_t);
-    tls_thread.leaf_key = a >> TC_LEAF_SHIFT;
+    thread_leaf_set(a, leaf);
     free_fast(p, call);
 }
 
@@ -442,10 +441,7 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
     /* the page map through the thread's leaf when it covers p: that line
      * also holds tls_thread.tcache, which the test of the slack reads */
     uintptr_t a = (uintptr_t)p;
-    const uintptr_t *slot = (const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t));
-    span_t *s = likely(a >> TC_LEAF_SHIFT == tls_thread.leaf_key)
-                    ? radix_entry_span(__atomic_load_n(slot, __ATOMIC_RELAXED))
-                    : span_of(p);
+    span_t *s = likely(thread_leaf_covers(a)) ? radix_entry_span(thread_leaf_entry(a)) : span_of(p);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
         size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == &tls_thread.tcache->large) {
         size_t old = s->usable;

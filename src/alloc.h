@@ -94,12 +94,11 @@ DPM_INLINE void *alloc_fast(size_t size)
 DPM_INLINE void free_fast(void *p, const char *call)
 {
     uintptr_t a = (uintptr_t)p;
-    if (unlikely(a >> TC_LEAF_SHIFT != tls_thread.leaf_key)) {
+    if (unlikely(!thread_leaf_covers(a))) {
         free_leaf_miss(p, call);
         return;
     }
-    uintptr_t e = __atomic_load_n((const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)),
-                                  __ATOMIC_RELAXED);
+    uintptr_t e = thread_leaf_entry(a);
     tcache_t *tc = __atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED);
     tc_bin_t *b = tc_bin_of_tag(tc, radix_entry_tag(e));
     if (likely(!tc_bin_full(b))) {

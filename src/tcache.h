@@ -291,6 +291,21 @@ typedef struct thread_hot {
 } thread_hot_t;
 extern __thread thread_hot_t tls_thread;
 extern __thread uint8_t tls_state;   /* enum thread_state */
+
+/* True if the thread's leaf covers address a: thread_leaf_entry(a) is
+ * then a's page-map entry. */
+DPM_INLINE bool thread_leaf_covers(uintptr_t a) { return a >> TC_LEAF_SHIFT == tls_thread.leaf_key; }
+DPM_INLINE uintptr_t thread_leaf_entry(uintptr_t a)
+{
+    return __atomic_load_n((const uintptr_t *)(tls_thread.leaf_base + (a >> LG_PAGE) * sizeof(uintptr_t)),
+                           __ATOMIC_RELAXED);
+}
+/* Makes leaf, the page map's leaf of address a, the thread's leaf. */
+DPM_INLINE void thread_leaf_set(uintptr_t a, const uintptr_t *leaf)
+{
+    tls_thread.leaf_base = (uintptr_t)leaf - ((a >> TC_LEAF_SHIFT) << RADIX_LG_LEAF) * sizeof(uintptr_t);
+    tls_thread.leaf_key = a >> TC_LEAF_SHIFT;
+}
 extern __thread arena_t *tls_arena;
 extern tcache_t tcache_empty;
 
