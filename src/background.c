@@ -105,6 +105,11 @@ int background_set(bool on)
         return EAGAIN;
     if (on_background_thread)
         return EBUSY;
+    /* pthread_join and the wait for another caller's join are
+     * cancellation points: a caller cancelled there would leave bg_lock
+     * held, or the thread stopping and never joined */
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     wanted = on;
@@ -135,6 +140,7 @@ int background_set(bool on)
     mutex_blocking_end();
     if (on || restart)
         background_maybe_start();
+    pthread_setcancelstate(cancel_state, NULL);
     return 0;
 }
 
@@ -160,5 +166,6 @@ void background_postfork_child(void)
     pthread_cond_init(&bg_stopped, NULL);
     running = false;   /* threads do not survive fork: restart on demand */
     stopping = false;
+    on_background_thread = false;   /* forked from a callback it ran: the child's only thread */
     __atomic_store_n(&background_pending, wanted, __ATOMIC_RELAXED);
 }
