@@ -27,13 +27,7 @@ int main(int argc, char **argv) {
     unsigned M = make_sourced(); Mid = M;
     if (bind_to(M)) return 2;
     hook = h;
-    for (int r = 0; r < 100 && !done_in_bg; r++) {
-        void *v[2000];
-        for (int i = 0; i < 2000; i++) v[i] = malloc(8192);
-        for (int i = 0; i < 2000; i++) free(v[i]);
-        dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
-        usleep(100000);
-    }
+    churn_until(&done_in_bg, 100000);
     printf("main: done_in_bg %d (entered %d)\n", done_in_bg, entered);
     if (strcmp(what, "bgoff") == 0) {
         bool on = false; size_t l = sizeof on;

@@ -26,13 +26,7 @@ int main(int argc, char **argv) {
     mainthr = pthread_self();
     unsigned M = make_sourced(); if (bind_to(M)) return 2;
     hook = h;
-    for (int r = 0; r < 100 && !in_cb; r++) {
-        void *v[2000];
-        for (int i = 0; i < 2000; i++) v[i] = malloc(8192);
-        for (int i = 0; i < 2000; i++) free(v[i]);
-        dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
-        usleep(50000);
-    }
+    churn_until(&in_cb, 50000);
     if (!in_cb) { printf("callback never ran\n"); return 3; }
     pthread_t j, w, f;
     pthread_create(&j, NULL, off, NULL); usleep(100000);

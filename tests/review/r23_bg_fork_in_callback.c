@@ -26,13 +26,7 @@ int main(void) {
     unsigned M = make_sourced();
     if (bind_to(M)) return 2;
     hook = h;
-    for (int r = 0; r < 100 && !done_in_bg; r++) {
-        void *v[2000];
-        for (int i = 0; i < 2000; i++) v[i] = malloc(8192);
-        for (int i = 0; i < 2000; i++) free(v[i]);
-        dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
-        usleep(100000);
-    }
+    churn_until(&done_in_bg, 100000);
     while (done_in_bg == 1) usleep(1000);
     printf("main: %s\n", done_in_bg == 3 ? "ok" : done_in_bg == 2 ? "FAIL" : "callback never ran");
     return done_in_bg != 3;

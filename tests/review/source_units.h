@@ -35,6 +35,20 @@ static __attribute__((unused)) void run_hook(bool purge)
     void (*h)(bool) = hook;
     if (h != NULL && !in_hook) { in_hook = true; h(purge); in_hook = false; }
 }
+/* Frees 2000 8 KiB blocks of the bound arena per round, flushing the
+ * cache after each, until *until is set or 100 rounds have passed: the
+ * background thread then finds dirty pages to purge and runs the hook
+ * from its purge calls. pause_us between rounds. */
+static __attribute__((unused)) void churn_until(volatile int *until, useconds_t pause_us)
+{
+    for (int r = 0; r < 100 && !*until; r++) {
+        void *v[2000];
+        for (int i = 0; i < 2000; i++) v[i] = malloc(8192);
+        for (int i = 0; i < 2000; i++) free(v[i]);
+        dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+        usleep(pause_us);
+    }
+}
 static __attribute__((unused)) void *units_alloc(void *ctx, size_t size, size_t align, bool *zeroed)
 {
     (void)ctx; *zeroed = false;
