@@ -123,13 +123,6 @@ void *alloc_slow(size_t size)
         background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);
-    /* A reclaimer took the cache: put it back and pop from it again (the
-     * reclaimer may have left the bins as they were, not empty). */
-    if (unlikely(__atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED) == &tcache_empty) &&
-        tls_state == THREAD_CACHED) {
-        tcache_reattach();
-        return alloc_fast(size);
-    }
     if (!sample_this_call())
         return alloc_slow_body(size);
     uint64_t t0 = cpu_cycles();

@@ -81,11 +81,8 @@ void background_request_at_start(void)
     __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
 }
 
-/* Waits for bg_lock, or in pthread_create or pthread_join, are sleeps
- * inside dpmalloc (mutex_blocking_here). */
 void background_maybe_start(void)
 {
-    mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     bool start = wanted && !running;
     __atomic_store_n(&background_pending, false, __ATOMIC_RELAXED);
@@ -94,7 +91,6 @@ void background_maybe_start(void)
         running = pthread_create(&thread, NULL, background_main, NULL) == 0;
     }
     pthread_mutex_unlock(&bg_lock);
-    mutex_blocking_end();
 }
 
 int background_set(bool on)
@@ -110,7 +106,6 @@ int background_set(bool on)
      * held, or the thread stopping and never joined */
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-    mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     wanted = on;
     /* One caller stops the thread and joins it (a thread joined twice is
@@ -137,7 +132,6 @@ int background_set(bool on)
         pthread_cond_broadcast(&bg_stopped);
         pthread_mutex_unlock(&bg_lock);
     }
-    mutex_blocking_end();
     if (on || restart)
         background_maybe_start();
     pthread_setcancelstate(cancel_state, NULL);
@@ -148,11 +142,9 @@ bool background_enabled(void)
 {
     if (mutex_all_held_here)   /* fork's prepare window: bg_lock is ours already */
         return wanted && running;
-    mutex_blocking_begin();
     pthread_mutex_lock(&bg_lock);
     bool on = wanted && running;
     pthread_mutex_unlock(&bg_lock);
-    mutex_blocking_end();
     return on;
 }
 

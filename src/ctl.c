@@ -524,7 +524,6 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.reserved", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, reserved, F_SIZE)},
     {"stats.metadata", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, metadata, F_SIZE)},
     {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
-    {"stats.tcache_reclaims", "uint64_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_reclaims, F_U64)},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),
     ARENA_STAT("muzzy_decay_ms", muzzy_decay_ms, F_I64_AS_SSIZE),

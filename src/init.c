@@ -192,7 +192,6 @@ bool dpm_init_slow(void)
      * after warning about the options again. */
     if (__atomic_load_n(&init_failed, __ATOMIC_ACQUIRE))
         return false;
-    mutex_blocking_begin();
     pthread_mutex_lock(&init_lock);
     bool ok = g.initialized;
     if (!ok && !init_failed) {
@@ -203,7 +202,6 @@ bool dpm_init_slow(void)
             __atomic_store_n(&init_failed, true, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&init_lock);
-    mutex_blocking_end();
     return ok;
 }
 

@@ -5,8 +5,6 @@
 #include "os.h"
 
 __thread bool mutex_all_held_here;
-__thread uint32_t mutex_blocking_here;
-__thread uint32_t mutex_blocking_seq;
 
 void mutex_init(dpm_mutex_t *m)
 {
@@ -22,9 +20,7 @@ void mutex_reinit(dpm_mutex_t *m)
 void mutex_lock_contended(dpm_mutex_t *m)
 {
     uint64_t t0 = os_now_ns();
-    mutex_blocking_begin();
     pthread_mutex_lock(&m->lock);
-    mutex_blocking_end();
     uint64_t waited = os_now_ns() - t0;
     __atomic_store_n(&m->n_contended, m->n_contended + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&m->wait_ns_total, m->wait_ns_total + waited, __ATOMIC_RELAXED);

@@ -78,28 +78,6 @@ DPM_INLINE void mutex_count_acquired(dpm_mutex_t *m)
  * exclusively, so its lock operations are nothing (init.c). */
 extern __thread bool mutex_all_held_here;
 
-/* Nonzero while the calling thread may sleep inside dpmalloc: waiting for
- * one of its locks (mutex_lock_contended) or in the few pthread calls it
- * makes. Another thread reads it to tell "asleep in the program" from
- * "asleep in the middle of an allocator call" (tcache.c, reclaiming an
- * idle thread's cache). */
-extern __thread uint32_t mutex_blocking_here;
-/* Counts the sleeps mutex_blocking_here covered: a reader that sees it
- * unchanged across its look at the thread knows no such sleep began in
- * between. */
-extern __thread uint32_t mutex_blocking_seq;
-DPM_INLINE void mutex_blocking_begin(void)
-{
-    __atomic_store_n(&mutex_blocking_seq, mutex_blocking_seq + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&mutex_blocking_here, mutex_blocking_here + 1, __ATOMIC_RELAXED);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-}
-DPM_INLINE void mutex_blocking_end(void)
-{
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    __atomic_store_n(&mutex_blocking_here, mutex_blocking_here - 1, __ATOMIC_RELAXED);
-}
-
 /* mutex_lock if the lock is free; false (and nothing done) if not. */
 DPM_INLINE bool mutex_trylock(dpm_mutex_t *m)
 {

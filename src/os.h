@@ -3,7 +3,7 @@
  * Owns: reserving aligned address space, returning it, purging pages
  * (MADV_FREE / MADV_DONTNEED), CPU count and the clock used by decay.
  * May call: mmap, munmap, mprotect, madvise, sched_getaffinity,
- * clock_gettime, gettid, and read /proc/self/task/<tid>/{syscall,status}.
+ * clock_gettime.
  */
 #ifndef DPM_OS_H
 #define DPM_OS_H
@@ -61,25 +61,6 @@ unsigned os_ncpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */
 size_t os_page_size(void);
 uint64_t os_now_ns(void);
-/* The kernel's id of the calling thread. */
-int os_thread_id(void);
-/* Whether thread tid of this process is, at the moment of the call,
- * asleep in the kernel in a wait a signal handler may not make (a futex
- * wait: mutexes, condition variables, semaphores, joins; epoll_wait), as
- * /proc/self/task/<tid>/syscall shows. False when it runs, sleeps in any
- * other system call, or /proc cannot tell. */
-bool os_thread_sleeps_in_wait(int tid);
-/* What /proc/self/task/<tid>/status says of thread tid: the signals it
- * blocks (bit n-1 for signal n) and its context switches so far (two
- * readings with the same count saw one stretch of sleep or of running).
- * False if it cannot be read. */
-typedef struct thread_status {
-    uint64_t blocked_signals;
-    uint64_t switches;   /* voluntary + involuntary */
-} thread_status_t;
-bool os_thread_status(int tid, thread_status_t *st);
-/* The signals the calling thread blocks, in the same form. */
-uint64_t os_blocked_signals_here(void);
 /* Transparent huge page hint for a range ("thp" option). */
 void os_hint_hugepage(void *addr, size_t size, bool want);
 

@@ -275,11 +275,7 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
 
 __thread uint32_t ph_source_calls_here;
 
-/* The source's calls, counted in ph_source_calls_here while they run,
- * and covered by mutex_blocking_here like any sleep inside dpmalloc: a
- * callback may sleep (in a lock of its own), and a thread asleep there is
- * in the middle of an allocator call, whose cache a reclaimer must leave
- * alone (tcache.c).
+/* The source's calls, counted in ph_source_calls_here while they run.
  * Memory crossing between dpmalloc and the source carries no poison of
  * dpmalloc's (ASan build: freed blocks are poisoned, src/annotate.h):
  * the source may write to what it gets back, and a range it hands out
@@ -287,9 +283,7 @@ __thread uint32_t ph_source_calls_here;
 static void *source_alloc(const page_source_t *src, size_t size, bool *zeroed)
 {
     ph_source_calls_here++;
-    mutex_blocking_begin();
     void *mem = src->alloc(src->ctx, size, SEG_UNIT, zeroed);
-    mutex_blocking_end();
     ph_source_calls_here--;
     if (mem != NULL)
         DPM_ANN_UNMAP(mem, size);
@@ -300,9 +294,7 @@ static void source_free(const page_source_t *src, void *addr, size_t size)
 {
     DPM_ANN_UNMAP(addr, size);
     ph_source_calls_here++;
-    mutex_blocking_begin();
     src->free(src->ctx, addr, size);
-    mutex_blocking_end();
     ph_source_calls_here--;
 }
 
@@ -310,9 +302,7 @@ static bool source_purge(const page_source_t *src, void *addr, size_t size)
 {
     DPM_ANN_UNMAP(addr, size);
     ph_source_calls_here++;
-    mutex_blocking_begin();
     bool zeroed = src->purge(src->ctx, addr, size);
-    mutex_blocking_end();
     ph_source_calls_here--;
     return zeroed;
 }

@@ -243,7 +243,6 @@ static void sum_totals(void)
     snap.reserved = reserved;
     snap.metadata = base_mapped_bytes();
     snap.tcache_bytes = cached;
-    snap.tcache_reclaims = tcaches_reclaims();
     snap.allocated = allocated > cached ? allocated - cached : 0;
     snap.active = active;
     snap.resident = active + dirty + snap.metadata;
@@ -352,7 +351,6 @@ static void print_totals(emitter_t *em)
     em_u64(em, "reserved", snap.reserved);
     em_u64(em, "metadata", snap.metadata);
     em_u64(em, "tcache_bytes", snap.tcache_bytes);
-    em_u64(em, "tcache_reclaims", snap.tcache_reclaims);
     em_u64(em, "narenas", snap.narenas);
     em_obj_end(em);
     print_nodes(em);

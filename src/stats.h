@@ -63,7 +63,6 @@ typedef struct arena_snap {
 typedef struct stats_snap {
     uint64_t epoch;
     size_t allocated, active, resident, mapped, retained, metadata, tcache_bytes, reserved;
-    uint64_t tcache_reclaims;       /* sleeping threads' caches emptied by others */
     unsigned narenas;
     arena_snap_t *arenas;           /* narenas entries */
 } stats_snap_t;

@@ -111,9 +111,6 @@ static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
         __atomic_store_n(&b->nrequests, 0, __ATOMIC_RELAXED);
     }
     tc->samples = (slow_samples_t){0};
-    /* no thread's /proc view matches it: reclaimers leave the cache alone
-     * until its owner records its mask (attach) */
-    __atomic_store_n(&tc->sigmask, UINT64_MAX, __ATOMIC_RELAXED);
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
         tc->stashes[k] = (phased_stash_t){0};
     tcache_set_arena(tc, arena);
@@ -186,12 +183,6 @@ bool tcache_create_for_thread(void)
             return false;
     }
     tcache_reset(tc, arena, recycled);
-    tc->tls_slot = &tls_thread.tcache;
-    tc->blocking = &mutex_blocking_here;
-    tc->blocking_seq = &mutex_blocking_seq;
-    tc->tid = os_thread_id();
-    tc->idle_sig = 0;
-    tc->idle_since_ns = 0;
     mutex_lock(&tcaches_lock);
     list_push_front(&tcaches_live, &tc->link);
     mutex_unlock(&tcaches_lock);
@@ -201,29 +192,8 @@ bool tcache_create_for_thread(void)
     return true;
 }
 
-/* The calling thread starts using its cache tc. Under the lock a
- * reclaimer holds while it empties tc (tcaches_reclaim): a reclaimer
- * points tls_thread.tcache away from tc before it looks at the thread, and this
- * store must not undo that while it works. */
-static void attach_keeping_mask(tcache_t *tc)
-{
-    mutex_lock(&tc->large.lock);
-    __atomic_store_n(&tls_thread.tcache, tc, __ATOMIC_RELAXED);
-    mutex_unlock(&tc->large.lock);
-}
-
-static void attach(tcache_t *tc)
-{
-    __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
-    attach_keeping_mask(tc);
-}
-
-tcache_t *tcache_reattach(void)
-{
-    tcache_t *tc = pthread_getspecific(g.thread_key);
-    attach(tc);
-    return tc;
-}
+/* The calling thread starts using its cache tc. */
+static void attach(tcache_t *tc) { tls_thread.tcache = tc; }
 
 /* ---- the size -> bin table --------------------------------------------- */
 
@@ -514,12 +484,10 @@ static void flush_own_uncached(tcache_t *tc)
     tcache_flush_all(tc);
 }
 
-/* The mask recorded before the suspend still stands (the same thread, a
- * moment ago, in the same call): no system call to read it again. */
 static void cache_resume(tcache_t *tc)
 {
     tls_state = THREAD_CACHED;
-    attach_keeping_mask(tc);
+    attach(tc);
 }
 
 int tcache_flush_mine(void)
@@ -547,11 +515,8 @@ void tcache_event(tcache_t *tc)
     if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
         return;
     unsigned c = tc->gc_next++ % g.tcache_nclasses;
-    if (c == 0) {   /* once per round over the bins: idle large blocks go home */
+    if (c == 0)   /* once per round over the bins: idle large blocks go home */
         tcache_large_flush(tc, true, NULL);
-        /* the mask reclaimers compare with (tcaches_reclaim) */
-        __atomic_store_n(&tc->sigmask, os_blocked_signals_here(), __ATOMIC_RELAXED);
-    }
     tc_bin_t *b = &tc->bins[c];
     unsigned idle = unused_since_trim(b);
     if (idle > tc_bin_count(b))
@@ -755,9 +720,8 @@ void tcaches_for_each_exited(void (*fn)(unsigned arena_index, const tc_exited_t 
     mutex_unlock(&tcaches_lock);
 }
 
-/* Sends tc's small bins and phased stashes home; the bytes. Called by
- * the owner, or by a reclaimer while the owner sleeps outside dpmalloc
- * and cannot touch them. */
+/* Sends tc's small bins and phased stashes home; the bytes. The owner
+ * only. */
 static size_t flush_small(tcache_t *tc)
 {
     size_t bytes = 0;
@@ -775,193 +739,9 @@ static size_t flush_small(tcache_t *tc)
     return bytes;
 }
 
-#if !DPM_TSAN
-/* A summary of tc's bins that changes whenever its owner pops or pushes
- * (read racily: a reclaimer only uses it to see that nothing changed). */
-static uint64_t bins_signature(const tcache_t *tc, unsigned *cached)
-{
-    uint64_t sig = 0;
-    unsigned n = 0;
-    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        const tc_bin_t *b = &tc->bins[c];
-        void **head = __atomic_load_n(&b->head, __ATOMIC_RELAXED);
-        uint16_t top_lo = __atomic_load_n(&b->top_lo, __ATOMIC_RELAXED);
-        n += (uint16_t)(top_lo - (uint16_t)(uintptr_t)head) / sizeof(void *);
-        sig = sig * 0x9e3779b97f4a7c15u + (uintptr_t)head;
-    }
-    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
-        n += __atomic_load_n(&tc->stashes[k].n, __ATOMIC_RELAXED);
-    *cached = n;
-    return sig;
-}
-#endif
-
-/* The small bins and stashes of a sleeping thread bound to a manual
- * arena, taken out under the reclaimer's locks and sent home once it has
- * dropped them all: their arena's page source (user code) may run then.
- * The blocks are in no cache meanwhile, so the arena is pinned
- * (homing_in_flight: reset and destroy refuse with EBUSY) until they are
- * home; the owner may wake, unbind and exit in the meantime. The buffer
- * is mapped for the occasion: a bin can hold thousands of blocks. */
-typedef struct detached {
-    struct detached *next;
-    arena_t *arena;
-    size_t map_bytes;
-    uint64_t fork_gen;            /* a forked child zeroes the pins */
-    unsigned n;
-    void *objs[];
-} detached_t;
-
-static uint64_t fork_gen;
-
-#if !DPM_TSAN
-/* Takes every block out of tc's small bins and stashes (tc->large.lock
- * held, owner asleep outside dpmalloc); NULL, with tc untouched, if it
- * holds none or there is no memory for the buffer. */
-static detached_t *detach_small(tcache_t *tc, size_t *bytes)
-{
-    unsigned n = 0;
-    for (unsigned c = 0; c < g.tcache_nclasses; c++)
-        n += tc_bin_count(&tc->bins[c]);
-    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
-        n += tc->stashes[k].n;
-    if (n == 0)
-        return NULL;
-    size_t map_bytes = round_up(sizeof(detached_t) + (size_t)n * sizeof(void *), PAGE);
-    detached_t *d = os_map_aligned(map_bytes, PAGE);
-    if (d == NULL)
-        return NULL;
-    d->next = NULL;
-    d->arena = tc->arena;
-    d->map_bytes = map_bytes;
-    d->n = 0;
-    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        unsigned k = tc_bin_count(&tc->bins[c]);
-        if (k == 0)
-            continue;
-        *bytes += (size_t)k * sc_size(c);
-        take_oldest(tc, c, k, d->objs + d->n);
-        d->n += k;
-        counter_add(&tc->stats[c].nflushes, 1);
-    }
-    for (unsigned k = 0; k < TC_PHASED_STASHES; k++) {
-        phased_stash_t *st = &tc->stashes[k];
-        if (st->bin != NULL)
-            *bytes += (size_t)st->n * st->bin->objsize;
-        d->n += stash_take(st, d->objs + d->n);
-    }
-    d->fork_gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&d->arena->homing_in_flight, 1, __ATOMIC_SEQ_CST);
-    return d;
-}
-#endif
-
-/* With no allocator lock held: the blocks go home (page-source callbacks
- * may run, and may call into dpmalloc), then the arena is unpinned. */
-static void send_detached(detached_t *d)
-{
-    while (d != NULL) {
-        detached_t *next = d->next;
-        arena_bin_flush(d->objs, d->n);   /* small blocks: they keep the key, as in send_home */
-        if (d->fork_gen == __atomic_load_n(&fork_gen, __ATOMIC_RELAXED))
-            __atomic_fetch_sub(&d->arena->homing_in_flight, 1, __ATOMIC_RELEASE);
-        os_unmap(d, d->map_bytes);
-        d = next;
-    }
-}
-
-/* Empties the small bins of another thread's cache while that thread
- * sleeps. Its fast paths take no lock and no atomic, so the reclaimer
- * first points the thread's tls_thread.tcache at tcache_empty: from then on its
- * malloc and free take the slow path, which puts the cache back under
- * tc->large.lock (attach), held here throughout. Then it checks that the
- * thread sleeps in a futex or epoll wait (os_thread_sleeps_in_wait), and
- * not inside dpmalloc (mutex_blocking_here zero and mutex_blocking_seq
- * unchanged around the look, so no such sleep began or ended meanwhile):
- * the fast paths make no system call, and every sleep inside dpmalloc
- * raises the flag, so the thread is in no allocator call, and the
- * kernel's scheduling makes its last stores visible here and the switch
- * of tls_thread.tcache visible to it when it wakes. A signal handler's sleep
- * could sit over an interrupted malloc: a handler runs with its signal
- * blocked, so a thread whose blocked signals (/proc SigBlk) differ from
- * the mask it last recorded in a slow path is left alone. Anything else (running, other system calls, /proc
- * unreadable) leaves the bins alone. A thread bound to a manual arena
- * caches that arena's blocks, whose page source may be user code: its
- * blocks are taken out here and pushed on *out, to be sent home by the
- * caller once it holds no lock (send_detached). Under the thread
- * sanitizer, which cannot see the ordering the kernel gives, only large
- * caches are reclaimed. */
-static uint64_t reclaims;
-
-uint64_t tcaches_reclaims(void) { return __atomic_load_n(&reclaims, __ATOMIC_RELAXED); }
-
-static size_t reclaim_small(tcache_t *tc, bool idle_only, uint64_t now_ns, detached_t **out)
-{
-#if DPM_TSAN
-    (void)tc, (void)idle_only, (void)now_ns, (void)out;
-    return 0;
-#else
-    unsigned cached;
-    uint64_t sig = bins_signature(tc, &cached);
-    if (cached == 0)
-        return 0;
-    if (!mutex_trylock(&tc->large.lock))
-        return 0;
-    size_t bytes = 0;
-    if (idle_only) {
-        if (sig != tc->idle_sig || tc->idle_since_ns == 0) {
-            tc->idle_sig = sig;
-            tc->idle_since_ns = now_ns;
-            goto out;
-        }
-        uint64_t wait_ns = opt.dirty_decay_ms > 0 ? (uint64_t)opt.dirty_decay_ms * 1000000u : 0;
-        if (opt.dirty_decay_ms < 0 || now_ns - tc->idle_since_ns < wait_ns)
-            goto out;
-    }
-    if (!os_thread_sleeps_in_wait(tc->tid))
-        goto out;
-    __atomic_store_n(tc->tls_slot, &tcache_empty, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    uint32_t depth = __atomic_load_n(tc->blocking, __ATOMIC_RELAXED);
-    uint32_t seq = __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED);
-    /* One sleep, seen five times: asleep in the wait at two looks at its
-     * system call, with no context switch between the first and the last
-     * status (a thread that woke in between would have switched out to
-     * sleep again), so the mask read between the two looks is the sleep's.
-     * A status file is not one snapshot (its mask is read before its
-     * switch counts), hence the reads around the looks. */
-    thread_status_t first, middle, last;
-    bool asleep = os_thread_status(tc->tid, &first) && os_thread_sleeps_in_wait(tc->tid) &&
-                  os_thread_status(tc->tid, &middle) && os_thread_sleeps_in_wait(tc->tid) &&
-                  os_thread_status(tc->tid, &last) && first.switches == last.switches &&
-                  middle.blocked_signals == __atomic_load_n(&tc->sigmask, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (!asleep || depth != 0 || __atomic_load_n(tc->blocking, __ATOMIC_RELAXED) != 0 ||
-        __atomic_load_n(tc->blocking_seq, __ATOMIC_RELAXED) != seq)
-        goto out;   /* its next slow path puts the cache back as it is */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (tc->arena->manual) {
-        detached_t *d = detach_small(tc, &bytes);
-        if (d == NULL)
-            goto out;
-        d->next = *out;
-        *out = d;
-    } else {
-        bytes = flush_small(tc);
-    }
-    __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
-    tc->idle_sig = 0;
-    tc->idle_since_ns = 0;
-out:
-    mutex_unlock(&tc->large.lock);
-    return bytes;
-#endif
-}
-
 size_t tcaches_reclaim(bool idle_only, const arena_t *only)
 {
     size_t sent = 0;
-    uint64_t now = os_now_ns();
     tcache_t *own = tls_state == THREAD_CACHED ? tcache_mine() : NULL;
     /* Not from inside a page source's callback (one may ask for
      * arena.<i>.purge): the slabs the flush empties become runs whose
@@ -969,15 +749,10 @@ size_t tcaches_reclaim(bool idle_only, const arena_t *only)
      * on without end. The cache is flushed by the next call made outside. */
     if (own != NULL && !idle_only && ph_source_calls_here == 0)
         sent += flush_small(own);
-    detached_t *detached = NULL;
     mutex_lock(&tcaches_lock);
-    list_for_each(tcache_t, tc, &tcaches_live, link) {
+    list_for_each(tcache_t, tc, &tcaches_live, link)
         sent += tcache_large_flush(tc, idle_only, only);
-        if (tc != own)
-            sent += reclaim_small(tc, idle_only, now, &detached);
-    }
     mutex_unlock(&tcaches_lock);
-    send_detached(detached);
     return sent;
 }
 
@@ -1001,8 +776,6 @@ void tcaches_postfork_parent(void)
 void tcaches_postfork_child(void)
 {
     mutex_init(&tcaches_lock);
-    /* arenas_postfork_child zeroed the pins of blocks in flight home */
-    fork_gen++;
     /* Only the forking thread lives on. The other threads' large caches
      * were locked by prefork, so they are whole: their blocks go home (the
      * arenas work again by now). Their small bins may have been in the
@@ -1021,7 +794,6 @@ void tcaches_postfork_child(void)
         tcache_t *tc = list_item(n, tcache_t, link);
         mutex_reinit(&tc->large.lock);
         if (tc == survivor) {
-            tc->tid = os_thread_id();
             list_push_front(&tcaches_live, &tc->link);
             continue;
         }

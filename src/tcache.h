@@ -119,10 +119,9 @@ typedef struct large_cache {
 } CACHE_ALIGNED large_cache_t;
 
 typedef struct tcache {
-    /* For reclaimers (tcaches_reclaim), set by the owner at creation and
-     * only read afterwards, so they may share the line a free reads: */
-    struct tcache **tls_slot;   /* the owner's tls_thread.tcache */
-    const uint32_t *blocking;   /* the owner's mutex_blocking_here */
+    /* Set at creation and exit only, so it may share the line a free
+     * reads first. */
+    list_node_t link;           /* on the live or the exited caches */
     arena_t *arena;             /* set with tcache_set_arena */
     bool arena_manual;          /* arena->manual, in the line a free reads first */
     unsigned stash_next;        /* round-robin victim among the stashes */
@@ -132,15 +131,6 @@ typedef struct tcache {
     tc_bin_t none;              /* tag 0: all zero, so empty and full */
     tc_bin_t bins[TC_NBINS];
     phased_stash_t stashes[TC_PHASED_STASHES];
-    list_node_t link;           /* on the live or the exited caches */
-    /* For reclaimers, set by the owner at creation: */
-    const uint32_t *blocking_seq; /* and mutex_blocking_seq */
-    uint64_t sigmask;           /* the owner's blocked signals, as last seen by the owner */
-    int tid;                    /* the owner's kernel thread id */
-    /* reclaimers only, under large.lock: the bins' state at the last
-     * pass, and since when it has not changed */
-    uint64_t idle_sig;
-    uint64_t idle_since_ns;
     uint32_t events;
     uint32_t gc_next;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
@@ -282,11 +272,9 @@ typedef struct thread_hot {
      * thread that may make its cache there). */
     uintptr_t leaf_key;
     uintptr_t leaf_base;
-    /* The thread's cache, &tcache_empty if it has none, or if a reclaimer
-     * took the cache's blocks while the thread slept (see
-     * tcaches_reclaim): the next slow path puts it back (tcache_mine).
-     * The fast paths read it with a relaxed load (a plain move): a
-     * reclaimer writes it from another thread. */
+    /* The thread's cache, &tcache_empty while it has none in use (not
+     * made yet, disabled, being emptied by its owner, exiting). Only the
+     * owner writes it: no other thread touches a cache's small bins. */
     tcache_t *tcache;
 } thread_hot_t;
 extern __thread thread_hot_t tls_thread;
@@ -309,17 +297,8 @@ DPM_INLINE void thread_leaf_set(uintptr_t a, const uintptr_t *leaf)
 extern __thread arena_t *tls_arena;
 extern tcache_t tcache_empty;
 
-/* Puts back the calling thread's cache after a reclaimer emptied it. */
-tcache_t *tcache_reattach(void) DPM_NOINLINE;
-/* The calling thread's cache, as every path but the fast ones must read
- * it: one a reclaimer took away is put back first. */
-DPM_INLINE tcache_t *tcache_mine(void)
-{
-    tcache_t *tc = __atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED);
-    if (unlikely(tc == &tcache_empty) && tls_state == THREAD_CACHED)
-        tc = tcache_reattach();
-    return tc;
-}
+/* The calling thread's cache (&tcache_empty when it has none in use). */
+DPM_INLINE tcache_t *tcache_mine(void) { return tls_thread.tcache; }
 
 /* Number of cached classes for a tcache_max. */
 unsigned tcache_classes_for(size_t tcache_max);
@@ -401,18 +380,15 @@ size_t tcache_large_bytes(const tcache_t *tc);
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
 /* thread.tcache.ncached_max.write for large classes (flushes first). */
 void tcache_large_set_slots(tcache_t *tc, unsigned n);
-/* Takes cached memory from every live thread's cache (the caller's
- * included), without those threads' help, and returns the bytes sent
- * home: large caches (tcache_large_flush; those of arena `only`, or all
- * if NULL), and the small bins and phased stashes of each thread that is
- * asleep in a wait outside dpmalloc (os_thread_sleeps_in_wait and
- * mutex_blocking_here; with `only`, all its classes). idle_only: only
- * caches unused since the previous call, and small bins unused for
- * dirty_decay_ms (background thread); otherwise at once (malloc_trim,
+/* Sends cached memory home and returns the bytes sent: the large
+ * caches of every live thread (tcache_large_flush, under each cache's
+ * lock; those of arena `only`, or all if NULL) and, unless idle_only, the
+ * calling thread's own small bins. Another thread's small bins are never
+ * touched: its fast paths take no lock, so only its owner may move them.
+ * idle_only: only large caches unused since the previous call
+ * (background thread); otherwise at once (malloc_trim,
  * arena.<i>.purge). */
 size_t tcaches_reclaim(bool idle_only, const arena_t *only);
-/* How many times tcaches_reclaim emptied a sleeping thread's small bins. */
-uint64_t tcaches_reclaims(void);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
 /* Empties the calling thread's cache (if it has one in use) so that it
