@@ -5,6 +5,7 @@
  */
 #include "background.h"
 #include "mutex.h"
+#include "os.h"
 #include "conf.h"
 #include "tcache.h"
 
@@ -13,7 +14,13 @@
 #include <time.h>
 
 bool background_pending;
+/* wanted: read without bg_lock by background_maybe_start's first test,
+ * so written with relaxed atomic stores. */
 static bool wanted, running, stopping;
+/* Automatic mode (background_request_when_threaded) is waiting for a
+ * second thread; started_automatically: the running thread came from it,
+ * so a forked child (one thread) waits again. */
+static bool automatic, started_automatically;
 static pthread_t thread;
 static pthread_mutex_t bg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
@@ -69,6 +76,12 @@ static void *background_main(void *arg)
             break;
         pthread_mutex_unlock(&bg_lock);
         decay_every_arena();
+        /* The program's last thread left with pthread_exit: this thread
+         * must not keep the process alive. Its own end then ends the
+         * process as the last thread's does (exit status 0, atexit
+         * handlers run). No other thread exists to start or stop it. */
+        if (os_process_threads() == 1)
+            return NULL;
         pthread_mutex_lock(&bg_lock);
     }
     pthread_mutex_unlock(&bg_lock);
@@ -77,13 +90,32 @@ static void *background_main(void *arg)
 
 void background_request_at_start(void)
 {
-    wanted = true;
+    __atomic_store_n(&wanted, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
+}
+
+void background_request_when_threaded(void)
+{
+    automatic = true;
     __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
 }
 
 void background_maybe_start(void)
 {
+    /* Automatic mode with one thread: the request stays pending, at the
+     * cost of this test on slow paths (no lock, no store). */
+    if (process_single_threaded() && !__atomic_load_n(&wanted, __ATOMIC_RELAXED))
+        return;
     pthread_mutex_lock(&bg_lock);
+    /* Without /proc the thread could not see that it is the last one
+     * left, and would keep the process alive: no automatic start. */
+    if (automatic && !wanted && os_process_threads() == 0)
+        automatic = false;
+    if (automatic && !wanted) {
+        __atomic_store_n(&wanted, true, __ATOMIC_RELAXED);
+        started_automatically = true;
+        automatic = false;
+    }
     bool start = wanted && !running;
     __atomic_store_n(&background_pending, false, __ATOMIC_RELAXED);
     if (start) {
@@ -107,7 +139,8 @@ int background_set(bool on)
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_lock(&bg_lock);
-    wanted = on;
+    __atomic_store_n(&wanted, on, __ATOMIC_RELAXED);
+    automatic = started_automatically = false;   /* the program decided */
     /* One caller stops the thread and joins it (a thread joined twice is
      * undefined: it hung); another that switches it off meanwhile
      * returns once it is joined, like the one that joins. */
@@ -159,5 +192,10 @@ void background_postfork_child(void)
     running = false;   /* threads do not survive fork: restart on demand */
     stopping = false;
     on_background_thread = false;   /* forked from a callback it ran: the child's only thread */
-    __atomic_store_n(&background_pending, wanted, __ATOMIC_RELAXED);
+    if (started_automatically) {   /* the child has one thread: wait for a second again */
+        __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
+        started_automatically = false;
+        automatic = true;
+    }
+    __atomic_store_n(&background_pending, wanted || automatic, __ATOMIC_RELAXED);
 }

@@ -64,6 +64,7 @@ static void set_defaults(void)
     opt.oversize_threshold = (size_t)32 << 20;
     opt.dirty_decay_ms = 10000;
     opt.muzzy_decay_ms = 0;
+    opt.background_thread_auto = true;
     opt.lg_hugepage = 21;
     opt.pcv_size = (size_t)1 << 20;
 }
@@ -190,6 +191,8 @@ static bool apply_option(const opt_desc_t *d, token_t val)
         if (!parse_bool(val, &b))
             return false;
         *(bool *)d->value = b;
+        if (d->value == &opt.background_thread)
+            opt.background_thread_auto = false;
         return true;
     case OPT_STRING:
         return parse_string_option(d, val);

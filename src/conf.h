@@ -34,6 +34,9 @@ typedef struct dpm_opts {
     int64_t dirty_decay_ms;
     int64_t muzzy_decay_ms;
     bool background_thread;
+    /* background_thread was not given: the thread starts once the process
+     * has a second thread (background_request_when_threaded). */
+    bool background_thread_auto;
     bool stats_print;
     char stats_print_opts[32];
     bool hugepages;                   /* segments from explicit huge pages */

@@ -176,6 +176,8 @@ static bool init_locked(void)
         atexit(stats_print_at_exit);
     if (opt.background_thread)
         background_request_at_start();
+    else if (opt.background_thread_auto)
+        background_request_when_threaded();
     reserve_at_start();
     return true;
 }
