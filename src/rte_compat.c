@@ -249,13 +249,19 @@ static const span_t *live_block(const void *p)
     } else if (s->kind != SPAN_LARGE || (uintptr_t)p != s->base || __atomic_load_n(&s->parked, __ATOMIC_RELAXED)) {
         return NULL;
     }
-    bool cached = false;
+    bool keyed = false;
     if (s->tcache_class != TC_NONE) {
         DPM_ANN_KEY_PEEK((void *)p);   /* the key of a live block lies in its slack */
-        cached = *tc_key_word((void *)p) == TC_FREE_KEY;
+        keyed = *tc_key_word((void *)p) == TC_FREE_KEY;
         DPM_ANN_KEY_UNPEEK((void *)p);
     }
-    return cached ? NULL : s;   /* NULL: freed into a thread cache */
+    /* The key only says "maybe cached": a program may store its value in
+     * bytes 8..11 of a live block. As free does (tcache_check_not_cached),
+     * a keyed block is looked up in the caches; only a block found there
+     * was freed. */
+    if (keyed && tcache_holds_block(p, s->tcache_class % TC_MANUAL_BASE))
+        return NULL;   /* freed into a thread cache */
+    return s;
 }
 
 static size_t block_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
