@@ -318,8 +318,15 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
 {
     if (ptr == NULL)
         return dpm_rte_malloc_socket(NULL, size, align, socket);
-    if (foreign_block(ptr))   /* stays in its allocator, which frees it on size 0 */
+    if (foreign_block(ptr)) {
+        /* stays in its allocator; size 0 frees, as the layer's realloc and
+         * DPDK's documentation say (DPDK 22.11's rte_realloc does not) */
+        if (size == 0) {
+            backend.foreign_free(backend.ctx, ptr);
+            return NULL;
+        }
         return backend.foreign_realloc(backend.ctx, ptr, size, align, socket);
+    }
     if (size == 0) {
         DPM_ANN_FREE(ptr);
         free_fast(ptr, "dpm_rte_realloc");
