@@ -12,26 +12,39 @@
  *
  * From there on rte_malloc, rte_zmalloc, rte_calloc, rte_realloc, rte_free,
  * their _socket variants, rte_malloc_validate, rte_malloc_get_socket_stats,
- * rte_malloc_dump_stats, rte_malloc_dump_heaps and the rte_malloc_heap_*
- * calls listed below are macros naming the dpm_rte_* functions. The order
- * matters because only one header may define struct
- * rte_malloc_socket_stats: when <rte_malloc.h> came first its struct is
- * used (same fields, same layout), otherwise this header defines it. A
- * DPDK header included after this one with DPM_RTE_COMPAT_NAMES fails to
- * compile ("redefinition of struct dpm_rte_malloc_socket_stats"). The
- * rte_malloc_heap_memory_{add,remove,attach,detach} calls and
- * rte_malloc_virt2iova are not renamed: dpmalloc's heaps get their memory
+ * rte_malloc_dump_stats, rte_malloc_dump_heaps, rte_malloc_virt2iova and
+ * the rte_malloc_heap_* calls listed below are macros naming the dpm_rte_*
+ * functions (or, with DPDK's headers, inline wrappers of them that also
+ * set rte_errno: see errors below). The order matters because only one
+ * header may define struct rte_malloc_socket_stats: when <rte_malloc.h>
+ * came first its struct is used (same fields, same layout), otherwise this
+ * header defines it. A DPDK header included after this one with
+ * DPM_RTE_COMPAT_NAMES fails to compile ("redefinition of struct
+ * dpm_rte_malloc_socket_stats"). The four other calls of DPDK 22.11's
+ * rte_malloc.h, rte_malloc_heap_memory_{add,remove,attach,detach}, are
+ * refused at compile time ("rte_malloc_heap_memory_add() is not provided
+ * by dpmalloc's rte_malloc layer ..."): dpmalloc's heaps get their memory
  * on their own (see heaps below).
  *
  * Semantics kept from DPDK: size 0 or an alignment that is not a power of
  * two returns NULL; every block is aligned to at least RTE_CACHE_LINE_SIZE
  * (64), align 0 included; rte_realloc keeps the requested alignment and
  * the block's heap, frees on size 0; rte_free(NULL) does nothing; socket
- * SOCKET_ID_ANY (-1) means the caller's node. Differences: errors are
- * reported in errno (DPDK sets rte_errno); a pointer dpmalloc never
- * returned, or a double free, given to dpm_rte_free/dpm_rte_realloc aborts
- * with "dpmalloc: dpm_rte_free(): invalid pointer 0x..." where DPDK logs
- * and returns; heap statistics are kept counters, not a walk of the heap.
+ * SOCKET_ID_ANY (-1) means the caller's node. Errors: every call that
+ * fails sets errno; the switched names also set rte_errno, DPDK's own
+ * variable when its headers came first, and otherwise rte_errno is a
+ * macro for errno. Differences: a pointer dpmalloc never returned, or a
+ * double free, given to dpm_rte_free/dpm_rte_realloc aborts with
+ * "dpmalloc: dpm_rte_free(): invalid pointer 0x..." where DPDK logs and
+ * returns; heap statistics are kept counters, not a walk of the heap.
+ *
+ * Blocks of DPDK's own heap (made by DPDK's rte_malloc: code that was not
+ * switched, a DPDK library): with libdpmalloc_dpdk enabled, the layer's
+ * free, realloc, validate and virt2iova hand them to DPDK's functions;
+ * without it they are invalid pointers here (free aborts). The reverse is
+ * never caught: a block of this layer must not reach DPDK's own rte_free
+ * or rte_realloc (DPDK reads a malloc element header that is not there;
+ * docs/dpdk.md, "Mixed blocks").
  *
  * Heaps. A socket heap serves each NUMA node: in libdpmalloc it is the
  * calling thread's arena (dpmalloc's own memory); when libdpmalloc_dpdk is
