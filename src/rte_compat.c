@@ -11,6 +11,11 @@
  * release stores); create and destroy serialise on heaps_lock, which is
  * taken before any allocator lock and held across fork.
  *
+ * With a backend, pointers that are not dpmalloc's (per the page map) but
+ * that the backend says are blocks of its own allocator (DPDK's rte_malloc
+ * heap: code that was not switched, a library) are handed to it by free,
+ * realloc and validate, and virt2iova asks it for IO addresses.
+ *
  * Owns: the heap registry. May call: alloc (heap_alloc_impl, free_fast),
  * arena (lookup, stats of a run index), stats (snapshot), types, ctl.
  */
@@ -227,8 +232,20 @@ DPM_EXPORT void *dpm_rte_calloc(const char *type, size_t num, size_t size, unsig
     return dpm_rte_calloc_socket(type, num, size, align, DPM_RTE_SOCKET_ID_ANY);
 }
 
+/* A block of the backend's own allocator: not dpmalloc's, and the backend
+ * claims it. Only with a backend that has foreign blocks. */
+static bool foreign_block(const void *p)
+{
+    return have_backend && backend.foreign_owns != NULL && p != NULL && span_of(p) == NULL &&
+           backend.foreign_owns(backend.ctx, p);
+}
+
 DPM_EXPORT void dpm_rte_free(void *ptr)
 {
+    if (unlikely(have_backend) && foreign_block(ptr)) {
+        backend.foreign_free(backend.ctx, ptr);
+        return;
+    }
     DPM_ANN_FREE(ptr);
     free_fast(ptr, "dpm_rte_free");
 }
@@ -249,13 +266,19 @@ static const span_t *live_block(const void *p)
     } else if (s->kind != SPAN_LARGE || (uintptr_t)p != s->base || __atomic_load_n(&s->parked, __ATOMIC_RELAXED)) {
         return NULL;
     }
-    bool cached = false;
+    bool keyed = false;
     if (s->tcache_class != TC_NONE) {
         DPM_ANN_KEY_PEEK((void *)p);   /* the key of a live block lies in its slack */
-        cached = *tc_key_word((void *)p) == TC_FREE_KEY;
+        keyed = *tc_key_word((void *)p) == TC_FREE_KEY;
         DPM_ANN_KEY_UNPEEK((void *)p);
     }
-    return cached ? NULL : s;   /* NULL: freed into a thread cache */
+    /* The key only says "maybe cached": a program may store its value in
+     * bytes 8..11 of a live block. As free does (tcache_check_not_cached),
+     * a keyed block is looked up in the caches; only a block found there
+     * was freed. */
+    if (keyed && tcache_holds_block(p, s->tcache_class % TC_MANUAL_BASE))
+        return NULL;   /* freed into a thread cache */
+    return s;
 }
 
 static size_t block_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
@@ -270,8 +293,11 @@ static uint16_t block_type(const span_t *s, const void *p)
 DPM_EXPORT int dpm_rte_malloc_validate(const void *ptr, size_t *size)
 {
     const span_t *s = live_block(ptr);
-    if (s == NULL)
-        return -1;
+    if (s == NULL) {
+        if (foreign_block(ptr))
+            return backend.foreign_validate(backend.ctx, ptr, size);
+        return fail_int(EINVAL);
+    }
     if (size != NULL)
         *size = block_usable(s);
     return 0;
@@ -292,6 +318,15 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
 {
     if (ptr == NULL)
         return dpm_rte_malloc_socket(NULL, size, align, socket);
+    if (foreign_block(ptr)) {
+        /* stays in its allocator; size 0 frees, as the layer's realloc and
+         * DPDK's documentation say (DPDK 22.11's rte_realloc does not) */
+        if (size == 0) {
+            backend.foreign_free(backend.ctx, ptr);
+            return NULL;
+        }
+        return backend.foreign_realloc(backend.ctx, ptr, size, align, socket);
+    }
     if (size == 0) {
         DPM_ANN_FREE(ptr);
         free_fast(ptr, "dpm_rte_realloc");
@@ -328,6 +363,18 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
 DPM_EXPORT void *dpm_rte_realloc(void *ptr, size_t size, unsigned int align)
 {
     return dpm_rte_realloc_socket(ptr, size, align, DPM_RTE_SOCKET_ID_ANY);
+}
+
+/* The IO address of a byte of a block: the backend's answer for dpmalloc's
+ * blocks and its own; without a backend no block is device memory. */
+DPM_EXPORT uint64_t dpm_rte_malloc_virt2iova(const void *addr)
+{
+    uint64_t iova = DPM_RTE_BAD_IOVA;
+    if (addr != NULL && have_backend && backend.virt2iova != NULL && (span_of(addr) != NULL || foreign_block(addr)))
+        iova = backend.virt2iova(backend.ctx, addr);
+    if (iova == DPM_RTE_BAD_IOVA)
+        errno = EINVAL;
+    return iova;
 }
 
 /* ---- named heaps ------------------------------------------------------ */
@@ -465,6 +512,10 @@ DPM_EXPORT int dpm_rte_heap_arena(int socket, unsigned *arena)
 DPM_EXPORT int dpm_rte_set_backend(const dpm_rte_backend_t *b)
 {
     if (b != NULL && (b->create == NULL || b->nsockets < 1 || b->nsockets > MAX_SOCKETS))
+        return fail_int(EINVAL);
+    /* foreign blocks need all four calls */
+    if (b != NULL && b->foreign_owns != NULL &&
+        (b->foreign_free == NULL || b->foreign_realloc == NULL || b->foreign_validate == NULL))
         return fail_int(EINVAL);
     lock_heaps();
     int err = 0;

@@ -245,11 +245,11 @@ static bool bin_holds(const tcache_t *tc, unsigned bin, const void *p)
     return false;
 }
 
-void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
+bool tcache_holds_block(const void *p, unsigned bin)
 {
     tcache_t *own = tcache_mine();
     if (own != &tcache_empty && bin_holds(own, bin, p))
-        dpm_misuse(call, p, what);
+        return true;
     bool found = false;
     mutex_lock(&tcaches_lock);
     list_for_each(const tcache_t, tc, &tcaches_live, link) {
@@ -259,7 +259,12 @@ void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const ch
         }
     }
     mutex_unlock(&tcaches_lock);
-    if (found)
+    return found;
+}
+
+void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
+{
+    if (tcache_holds_block(p, bin))
         dpm_misuse(call, p, what);
 }
 

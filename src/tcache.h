@@ -316,6 +316,10 @@ void tcache_free_full(tcache_t *tc, unsigned c, void *p);
  * program stored the key's value, or the block was flushed home with the
  * key in it and handed out without a cache). */
 void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what);
+/* The lookup of tcache_confirm_not_cached without the abort: does p sit in
+ * bin `bin` of some thread's cache? For callers that must answer, not
+ * abort (dpm_rte_malloc_validate). Takes tcaches_lock. */
+bool tcache_holds_block(const void *p, unsigned bin);
 /* The check every free and realloc of a block of span s makes before it
  * touches it: a block that holds the free key and may sit in a cache (its
  * class has a bin; a manual arena's tag names the class's bin plus

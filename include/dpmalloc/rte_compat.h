@@ -12,26 +12,39 @@
  *
  * From there on rte_malloc, rte_zmalloc, rte_calloc, rte_realloc, rte_free,
  * their _socket variants, rte_malloc_validate, rte_malloc_get_socket_stats,
- * rte_malloc_dump_stats, rte_malloc_dump_heaps and the rte_malloc_heap_*
- * calls listed below are macros naming the dpm_rte_* functions. The order
- * matters because only one header may define struct
- * rte_malloc_socket_stats: when <rte_malloc.h> came first its struct is
- * used (same fields, same layout), otherwise this header defines it. A
- * DPDK header included after this one with DPM_RTE_COMPAT_NAMES fails to
- * compile ("redefinition of struct dpm_rte_malloc_socket_stats"). The
- * rte_malloc_heap_memory_{add,remove,attach,detach} calls and
- * rte_malloc_virt2iova are not renamed: dpmalloc's heaps get their memory
+ * rte_malloc_dump_stats, rte_malloc_dump_heaps, rte_malloc_virt2iova and
+ * the rte_malloc_heap_* calls listed below are macros naming the dpm_rte_*
+ * functions (or, with DPDK's headers, inline wrappers of them that also
+ * set rte_errno: see errors below). The order matters because only one
+ * header may define struct rte_malloc_socket_stats: when <rte_malloc.h>
+ * came first its struct is used (same fields, same layout), otherwise this
+ * header defines it. A DPDK header included after this one with
+ * DPM_RTE_COMPAT_NAMES fails to compile ("redefinition of struct
+ * dpm_rte_malloc_socket_stats"). The four other calls of DPDK 22.11's
+ * rte_malloc.h, rte_malloc_heap_memory_{add,remove,attach,detach}, are
+ * refused at compile time ("rte_malloc_heap_memory_add() is not provided
+ * by dpmalloc's rte_malloc layer ..."): dpmalloc's heaps get their memory
  * on their own (see heaps below).
  *
  * Semantics kept from DPDK: size 0 or an alignment that is not a power of
  * two returns NULL; every block is aligned to at least RTE_CACHE_LINE_SIZE
  * (64), align 0 included; rte_realloc keeps the requested alignment and
  * the block's heap, frees on size 0; rte_free(NULL) does nothing; socket
- * SOCKET_ID_ANY (-1) means the caller's node. Differences: errors are
- * reported in errno (DPDK sets rte_errno); a pointer dpmalloc never
- * returned, or a double free, given to dpm_rte_free/dpm_rte_realloc aborts
- * with "dpmalloc: dpm_rte_free(): invalid pointer 0x..." where DPDK logs
- * and returns; heap statistics are kept counters, not a walk of the heap.
+ * SOCKET_ID_ANY (-1) means the caller's node. Errors: every call that
+ * fails sets errno; the switched names also set rte_errno, DPDK's own
+ * variable when its headers came first, and otherwise rte_errno is a
+ * macro for errno. Differences: a pointer dpmalloc never returned, or a
+ * double free, given to dpm_rte_free/dpm_rte_realloc aborts with
+ * "dpmalloc: dpm_rte_free(): invalid pointer 0x..." where DPDK logs and
+ * returns; heap statistics are kept counters, not a walk of the heap.
+ *
+ * Blocks of DPDK's own heap (made by DPDK's rte_malloc: code that was not
+ * switched, a DPDK library): with libdpmalloc_dpdk enabled, the layer's
+ * free, realloc, validate and virt2iova hand them to DPDK's functions;
+ * without it they are invalid pointers here (free aborts). The reverse is
+ * never caught: a block of this layer must not reach DPDK's own rte_free
+ * or rte_realloc (DPDK reads a malloc element header that is not there;
+ * docs/dpdk.md, "Mixed blocks").
  *
  * Heaps. A socket heap serves each NUMA node: in libdpmalloc it is the
  * calling thread's arena (dpmalloc's own memory); when libdpmalloc_dpdk is
@@ -52,7 +65,9 @@
 #ifndef DPMALLOC_RTE_COMPAT_H
 #define DPMALLOC_RTE_COMPAT_H
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -69,6 +84,8 @@ extern "C" {
 #define DPM_RTE_MAX_NAMED_HEAPS 32
 /** Socket id of the first named heap (DPDK's EXTERNAL_HEAP_MIN_SOCKET_ID). */
 #define DPM_RTE_NAMED_HEAP_MIN_SOCKET_ID (2147483647 >> 1)
+/** No IO address (DPDK's RTE_BAD_IOVA). */
+#define DPM_RTE_BAD_IOVA ((uint64_t)-1)
 
 #if defined(DPM_RTE_COMPAT_NAMES) && defined(_RTE_MALLOC_H_)
 /* <rte_malloc.h> came first: its struct is the one (same layout). */
@@ -144,11 +161,26 @@ void dpm_rte_free(void *ptr);
  * @param size
  *   If non-NULL and @p ptr is valid, receives the block's usable size.
  * @return
- *   0 for a live block; -1 for NULL, a pointer dpmalloc never returned,
- *   an interior pointer or a freed block (one freed into a thread cache
- *   included).
+ *   0 for a live block; -1 (errno EINVAL) for NULL, a pointer dpmalloc
+ *   never returned, an interior pointer or a freed block (one freed into a
+ *   thread cache included). A live block whose bytes hold any value is
+ *   valid. With libdpmalloc_dpdk enabled, a block of DPDK's own heap is
+ *   DPDK's rte_malloc_validate's answer.
  */
 int dpm_rte_malloc_validate(const void *ptr, size_t *size);
+
+/**
+ * The IO address (what a device would DMA to) of @p addr, a byte of a
+ * block of this layer.
+ *
+ * @return
+ *   With libdpmalloc_dpdk enabled (dpm_dpdk_rte_compat_enable), the IOVA
+ *   of a block in DPDK memory (the layer's heaps then, and blocks of
+ *   DPDK's own heap), from its memseg; DPM_RTE_BAD_IOVA (errno EINVAL)
+ *   for any other address, and for every address without that backend:
+ *   dpmalloc's own memory is not device memory.
+ */
+uint64_t dpm_rte_malloc_virt2iova(const void *addr);
 
 /**
  * Statistics of the heap of @p socket (a node or a named heap's id).
@@ -218,12 +250,23 @@ int dpm_rte_heap_arena(int socket, unsigned *arena);
  * stores its index; it returns 0 or an errno value. node_of_caller gives
  * the caller's socket (NULL: node 0). nsockets is the number of socket
  * heaps (ids 0 .. nsockets-1).
+ *
+ * The rest may be NULL. virt2iova gives the IO address of a byte of a
+ * block (DPM_RTE_BAD_IOVA: none). foreign_owns says whether a pointer that
+ * is not dpmalloc's is a block of the backend's own allocator (DPDK's
+ * heap); such blocks go to foreign_free, foreign_realloc (which sets
+ * errno when it fails) and foreign_validate, which must then be set.
  */
 typedef struct dpm_rte_backend {
     int (*create)(void *ctx, const char *name, int socket, unsigned *arena);
     int (*node_of_caller)(void *ctx);
     int nsockets;
     void *ctx;
+    uint64_t (*virt2iova)(void *ctx, const void *addr);
+    int (*foreign_owns)(void *ctx, const void *ptr);
+    void (*foreign_free)(void *ctx, void *ptr);
+    void *(*foreign_realloc)(void *ctx, void *ptr, size_t size, unsigned align, int socket);
+    int (*foreign_validate)(void *ctx, const void *ptr, size_t *size);
 } dpm_rte_backend_t;
 
 /**
@@ -238,25 +281,114 @@ int dpm_rte_set_backend(const dpm_rte_backend_t *backend);
 #if !defined(_RTE_MALLOC_H_)
 #define rte_malloc_socket_stats dpm_rte_malloc_socket_stats
 #endif
-#define rte_malloc dpm_rte_malloc
-#define rte_zmalloc dpm_rte_zmalloc
-#define rte_calloc dpm_rte_calloc
-#define rte_realloc dpm_rte_realloc
-#define rte_realloc_socket dpm_rte_realloc_socket
-#define rte_malloc_socket dpm_rte_malloc_socket
-#define rte_zmalloc_socket dpm_rte_zmalloc_socket
-#define rte_calloc_socket dpm_rte_calloc_socket
+
+/* Errors. Every dpm_rte_* call that fails sets errno. DPDK callers read
+ * rte_errno: with DPDK's headers (rte_malloc.h or rte_errno.h came first)
+ * each switched name is a wrapper that also copies errno into DPDK's
+ * rte_errno when the call fails; without them, rte_errno is errno. */
+#if defined(_RTE_MALLOC_H_) || defined(_RTE_ERRNO_H_)
+#include <rte_errno.h>
+#define DPM_RTE_NAME_(fn) dpm_rte_names_##fn
+#define DPM_RTE_WRAP_(ret, fn, params, args, failed)                                                \
+    static inline ret dpm_rte_names_##fn params                                                   \
+    {                                                                                              \
+        ret r_ = dpm_##fn args;                                                                    \
+        if (failed)                                                                                \
+            rte_errno = errno;                                                                     \
+        return r_;                                                                                 \
+    }
+#define DPM_RTE_ALLOC_ARGS_ (const char *type, size_t size, unsigned align)
+#define DPM_RTE_SOCKET_ARGS_ (const char *type, size_t size, unsigned align, int socket)
+DPM_RTE_WRAP_(void *, rte_malloc, DPM_RTE_ALLOC_ARGS_, (type, size, align), r_ == NULL)
+DPM_RTE_WRAP_(void *, rte_zmalloc, DPM_RTE_ALLOC_ARGS_, (type, size, align), r_ == NULL)
+DPM_RTE_WRAP_(void *, rte_calloc, (const char *type, size_t num, size_t size, unsigned align),
+              (type, num, size, align), r_ == NULL)
+DPM_RTE_WRAP_(void *, rte_realloc, (void *ptr, size_t size, unsigned int align), (ptr, size, align),
+              r_ == NULL && size != 0)
+DPM_RTE_WRAP_(void *, rte_realloc_socket, (void *ptr, size_t size, unsigned int align, int socket),
+              (ptr, size, align, socket), r_ == NULL && size != 0)
+DPM_RTE_WRAP_(void *, rte_malloc_socket, DPM_RTE_SOCKET_ARGS_, (type, size, align, socket), r_ == NULL)
+DPM_RTE_WRAP_(void *, rte_zmalloc_socket, DPM_RTE_SOCKET_ARGS_, (type, size, align, socket), r_ == NULL)
+DPM_RTE_WRAP_(void *, rte_calloc_socket, (const char *type, size_t num, size_t size, unsigned align, int socket),
+              (type, num, size, align, socket), r_ == NULL)
+DPM_RTE_WRAP_(int, rte_malloc_validate, (const void *ptr, size_t *size), (ptr, size), r_ != 0)
+DPM_RTE_WRAP_(int, rte_malloc_get_socket_stats, (int socket, struct dpm_rte_malloc_socket_stats *st),
+              (socket, st), r_ != 0)
+DPM_RTE_WRAP_(int, rte_malloc_heap_create, (const char *heap_name), (heap_name), r_ != 0)
+DPM_RTE_WRAP_(int, rte_malloc_heap_destroy, (const char *heap_name), (heap_name), r_ != 0)
+DPM_RTE_WRAP_(int, rte_malloc_heap_get_socket, (const char *name), (name), r_ < 0)
+DPM_RTE_WRAP_(int, rte_malloc_heap_socket_is_external, (int socket_id), (socket_id), r_ < 0)
+DPM_RTE_WRAP_(uint64_t, rte_malloc_virt2iova, (const void *addr), (addr), r_ == DPM_RTE_BAD_IOVA)
+#undef DPM_RTE_ALLOC_ARGS_
+#undef DPM_RTE_SOCKET_ARGS_
+#else
+#define DPM_RTE_NAME_(fn) dpm_##fn
+#ifndef rte_errno
+#define rte_errno errno
+#endif
+#endif
+
+/* The four calls that give DPDK's heaps external memory are not
+ * provided: dpmalloc's heaps take their memory on their own (from DPDK
+ * memzones with libdpmalloc_dpdk). A switched program that names one
+ * fails to compile with this message instead of reaching DPDK's function
+ * with a heap name DPDK does not know. */
+#if defined(__has_attribute)
+#if __has_attribute(unavailable)
+#define DPM_RTE_REFUSED_(fn)                                                                       \
+    __attribute__((unavailable(#fn "() is not provided by dpmalloc's rte_malloc layer (its heaps get " \
+                                   "their memory on their own: see docs/dpdk.md)")))
+#elif __has_attribute(error)
+#define DPM_RTE_REFUSED_(fn)                                                                       \
+    __attribute__((error(#fn "() is not provided by dpmalloc's rte_malloc layer (its heaps get "  \
+                             "their memory on their own: see docs/dpdk.md)")))
+#endif
+#endif
+#ifdef DPM_RTE_REFUSED_
+int dpm_rte_refused_heap_memory_add(const char *heap_name, void *va_addr, size_t len, uint64_t iova_addrs[],
+                                    unsigned int n_pages, size_t page_sz)
+    DPM_RTE_REFUSED_(rte_malloc_heap_memory_add);
+int dpm_rte_refused_heap_memory_remove(const char *heap_name, void *va_addr, size_t len)
+    DPM_RTE_REFUSED_(rte_malloc_heap_memory_remove);
+int dpm_rte_refused_heap_memory_attach(const char *heap_name, void *va_addr, size_t len)
+    DPM_RTE_REFUSED_(rte_malloc_heap_memory_attach);
+int dpm_rte_refused_heap_memory_detach(const char *heap_name, void *va_addr, size_t len)
+    DPM_RTE_REFUSED_(rte_malloc_heap_memory_detach);
+#define rte_malloc_heap_memory_add dpm_rte_refused_heap_memory_add
+#define rte_malloc_heap_memory_remove dpm_rte_refused_heap_memory_remove
+#define rte_malloc_heap_memory_attach dpm_rte_refused_heap_memory_attach
+#define rte_malloc_heap_memory_detach dpm_rte_refused_heap_memory_detach
+#else
+/* no attribute: the names are left undeclared (an error in C99 and later) */
+#define rte_malloc_heap_memory_add rte_malloc_heap_memory_add_is_not_provided_by_dpmalloc
+#define rte_malloc_heap_memory_remove rte_malloc_heap_memory_remove_is_not_provided_by_dpmalloc
+#define rte_malloc_heap_memory_attach rte_malloc_heap_memory_attach_is_not_provided_by_dpmalloc
+#define rte_malloc_heap_memory_detach rte_malloc_heap_memory_detach_is_not_provided_by_dpmalloc
+#endif
+
+#define rte_malloc DPM_RTE_NAME_(rte_malloc)
+#define rte_zmalloc DPM_RTE_NAME_(rte_zmalloc)
+#define rte_calloc DPM_RTE_NAME_(rte_calloc)
+#define rte_realloc DPM_RTE_NAME_(rte_realloc)
+#define rte_realloc_socket DPM_RTE_NAME_(rte_realloc_socket)
+#define rte_malloc_socket DPM_RTE_NAME_(rte_malloc_socket)
+#define rte_zmalloc_socket DPM_RTE_NAME_(rte_zmalloc_socket)
+#define rte_calloc_socket DPM_RTE_NAME_(rte_calloc_socket)
 #define rte_free dpm_rte_free
-#define rte_malloc_validate dpm_rte_malloc_validate
-#define rte_malloc_get_socket_stats dpm_rte_malloc_get_socket_stats
+#define rte_malloc_validate DPM_RTE_NAME_(rte_malloc_validate)
+#define rte_malloc_get_socket_stats DPM_RTE_NAME_(rte_malloc_get_socket_stats)
 #define rte_malloc_dump_stats dpm_rte_malloc_dump_stats
 #define rte_malloc_dump_heaps dpm_rte_malloc_dump_heaps
-#define rte_malloc_heap_create dpm_rte_malloc_heap_create
-#define rte_malloc_heap_destroy dpm_rte_malloc_heap_destroy
-#define rte_malloc_heap_get_socket dpm_rte_malloc_heap_get_socket
-#define rte_malloc_heap_socket_is_external dpm_rte_malloc_heap_socket_is_external
+#define rte_malloc_heap_create DPM_RTE_NAME_(rte_malloc_heap_create)
+#define rte_malloc_heap_destroy DPM_RTE_NAME_(rte_malloc_heap_destroy)
+#define rte_malloc_heap_get_socket DPM_RTE_NAME_(rte_malloc_heap_get_socket)
+#define rte_malloc_heap_socket_is_external DPM_RTE_NAME_(rte_malloc_heap_socket_is_external)
+#define rte_malloc_virt2iova DPM_RTE_NAME_(rte_malloc_virt2iova)
 #ifndef SOCKET_ID_ANY
 #define SOCKET_ID_ANY DPM_RTE_SOCKET_ID_ANY
+#endif
+#ifndef RTE_BAD_IOVA
+#define RTE_BAD_IOVA DPM_RTE_BAD_IOVA
 #endif
 #endif
 

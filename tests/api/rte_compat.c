@@ -156,6 +156,59 @@ TEST(validate)
     EXPECT_EQ_I(dpm_rte_malloc_validate(large, NULL), -1);
 }
 
+/* A live block whose bytes 8..11 hold the free key's value (TC_FREE_KEY,
+ * src/tcache.h; a program may store any value there) is live for validate
+ * and realloc: the key makes them look the block up in the caches, as free
+ * does, never give up on it. Run in a child: the old layer aborted in
+ * realloc ("invalid pointer or freed block"). */
+#define FREE_KEY_VALUE 0xa3d95e17u
+
+static int keyed_block_is_live(void *arg)
+{
+    (void)arg;
+    static const size_t sizes[] = {16, 200, 5000, 1 << 20};
+    static const char *const types[] = {NULL, "keyed"};
+    int bad = 0;
+    for (unsigned t = 0; t < 2; t++) {
+        for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            char *p = dpm_rte_malloc(types[t], sizes[i], 0);
+            uint32_t key = FREE_KEY_VALUE, got;
+            memset(p, 0x5a, 16);
+            memcpy(p + 8, &key, sizeof key);
+            size_t sz = 0;
+            if (dpm_rte_malloc_validate(p, &sz) != 0 || sz < sizes[i]) {
+                fprintf(stderr, "validate of live keyed block of %zu: -1\n", sizes[i]);
+                bad = 1;
+            }
+            p = dpm_rte_realloc(p, sizes[i] * 3, 0);   /* moves */
+            memcpy(&got, p + 8, sizeof got);
+            if (p == NULL || got != FREE_KEY_VALUE || p[0] != 0x5a || dpm_rte_malloc_validate(p, NULL) != 0) {
+                fprintf(stderr, "realloc of keyed block of %zu lost it\n", sizes[i]);
+                bad = 1;
+            }
+            dpm_rte_free(p);
+            /* freed: the key is the cache's now, and validate says so */
+            if (dpm_rte_malloc_validate(p, NULL) != -1) {
+                fprintf(stderr, "freed block of %zu valid\n", sizes[i]);
+                bad = 1;
+            }
+        }
+    }
+    return bad;
+}
+
+TEST(program_data_holds_free_key)
+{
+    struct test_child c;
+    char desc[128];
+    if (test_run_child(keyed_block_is_live, NULL, &c, 30) != 0) {
+        TEST_FAIL("fork failed");
+        return;
+    }
+    EXPECT(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0, "child %s: %s",
+           test_describe_status(c.status, desc, sizeof desc), c.err);
+}
+
 /* ---- misuse aborts in a child ---- */
 static char not_ours[256] __attribute__((aligned(64)));
 
@@ -443,6 +496,7 @@ int main(void)
     RUN(zeroing);
     RUN(realloc_keeps_contents_and_alignment);
     RUN(validate);
+    RUN(program_data_holds_free_key);
     RUN(misuse_aborts);
     RUN(sockets);
     RUN(socket_stats);

@@ -5,7 +5,10 @@
  * with <rte_malloc.h> included first, where DPDK's struct
  * rte_malloc_socket_stats is the one used; that build also links
  * rte_compat_proto.c, which checks every dpm_rte_* prototype against
- * DPDK's declaration.
+ * DPDK's declaration. Every function of DPDK 22.11's rte_malloc.h that
+ * the layer provides is called here; the four it refuses are
+ * api/rte_compat_refused.sh's. A failing call sets rte_errno as DPDK's
+ * would (DPDK's variable with its headers, errno without) and errno.
  */
 #include "test.h"
 
@@ -15,6 +18,8 @@
 #define DPM_RTE_COMPAT_NAMES
 #include <dpmalloc/rte_compat.h>
 #include <dpmalloc.h>
+#include <errno.h>
+#include <stdint.h>
 
 #ifdef RTE_COMPAT_WITH_DPDK
 int rte_compat_proto_checked(void);
@@ -52,17 +57,57 @@ TEST(program_uses_rte_names)
     rte_malloc_dump_stats(f, NULL);
     rte_malloc_dump_heaps(f);
     fclose(f);
+    /* dpmalloc's own memory (no backend here) is no device's: DPDK's
+     * "no IO address", not a walk of a malloc element that is not there */
+    EXPECT_TRUE(rte_malloc_virt2iova(p) == RTE_BAD_IOVA);
     rte_free(p);
     rte_free(z);
     rte_free(c);
     rte_free(NULL);
+}
+
+/* Each failing call sets rte_errno and errno (cleared before it). */
+#define EXPECT_FAILS_WITH(call, bad, e)                                                            \
+    do {                                                                                           \
+        rte_errno = 0;                                                                             \
+        errno = 0;                                                                                 \
+        EXPECT_TRUE((call) == (bad));                                                              \
+        EXPECT_EQ_I(rte_errno, e);                                                                 \
+        EXPECT_EQ_I(errno, e);                                                                     \
+    } while (0)
+
+TEST(failures_set_rte_errno)
+{
+    int on_stack = 0;
+    struct rte_malloc_socket_stats st;
+    EXPECT_FAILS_WITH(rte_malloc("e", 0, 0), NULL, EINVAL);
+    EXPECT_FAILS_WITH(rte_zmalloc("e", 100, 3), NULL, EINVAL);
+    EXPECT_FAILS_WITH(rte_calloc("e", SIZE_MAX / 2, 4, 0), NULL, ENOMEM);
+    EXPECT_FAILS_WITH(rte_malloc_socket("e", 100, 0, 1000), NULL, EINVAL);
+    EXPECT_FAILS_WITH(rte_zmalloc_socket("e", (size_t)1 << 62, 0, SOCKET_ID_ANY), NULL, ENOMEM);
+    EXPECT_FAILS_WITH(rte_calloc_socket("e", 1, 0, 0, SOCKET_ID_ANY), NULL, EINVAL);
+    char *p = rte_malloc("e", 100, 0);
+    EXPECT_FAILS_WITH(rte_realloc(p, 200, 7), NULL, EINVAL);
+    EXPECT_FAILS_WITH(rte_realloc_socket(p, 200, 0, 1000), NULL, EINVAL);
+    EXPECT_FAILS_WITH(rte_malloc_validate(&on_stack, NULL), -1, EINVAL);
+    EXPECT_FAILS_WITH(rte_malloc_get_socket_stats(1000, &st), -1, EINVAL);
+    EXPECT_FAILS_WITH(rte_malloc_heap_create(NULL), -1, EINVAL);
+    EXPECT_FAILS_WITH(rte_malloc_heap_destroy("no_such_heap"), -1, ENOENT);
+    EXPECT_FAILS_WITH(rte_malloc_heap_get_socket("no_such_heap"), -1, ENOENT);
+    EXPECT_FAILS_WITH(rte_malloc_heap_socket_is_external(1000), -1, EINVAL);
+    EXPECT_FAILS_WITH(rte_malloc_virt2iova(p), RTE_BAD_IOVA, EINVAL);
+    /* a successful call leaves rte_errno alone; realloc to 0 frees */
+    rte_errno = 0;
+    EXPECT_NULL(rte_realloc(p, 0, 0));
+    EXPECT_EQ_I(rte_errno, 0);
 #ifdef RTE_COMPAT_WITH_DPDK
-    EXPECT_EQ_I(rte_compat_proto_checked(), 17);
+    EXPECT_EQ_I(rte_compat_proto_checked(), 18);
 #endif
 }
 
 int main(void)
 {
     RUN(program_uses_rte_names);
+    RUN(failures_set_rte_errno);
     return test_done();
 }

@@ -26,6 +26,7 @@ static_assert(sizeof(struct rte_malloc_socket_stats) == sizeof(struct dpm_rte_ma
               "struct size differs from DPDK's");
 static_assert(DPM_RTE_SOCKET_ID_ANY == SOCKET_ID_ANY, "SOCKET_ID_ANY");
 static_assert(DPM_RTE_CACHE_LINE_SIZE == RTE_CACHE_LINE_SIZE, "cache line");
+static_assert(DPM_RTE_BAD_IOVA == RTE_BAD_IOVA, "bad IOVA");
 
 int rte_compat_proto_checked(void);
 
@@ -53,6 +54,7 @@ int rte_compat_proto_checked(void)
     SAME_TYPE(rte_malloc_heap_destroy);
     SAME_TYPE(rte_malloc_heap_get_socket);
     SAME_TYPE(rte_malloc_heap_socket_is_external);
+    SAME_TYPE(rte_malloc_virt2iova);
     /* the stats call differs only in the struct's tag: same layout (above) */
     int (*volatile stats)(int, struct dpm_rte_malloc_socket_stats *) = &dpm_rte_malloc_get_socket_stats;
     n += stats != NULL;

@@ -2,7 +2,10 @@
 # run_install_test.sh - `cmake --install` into a staging tree (DESTDIR and
 # a prefix that exists nowhere else), check every installed piece, then
 # build tests/install/consumer/consumer.c against the staged tree with
-# pkg-config and with find_package(dpmalloc), and run each build.
+# pkg-config and with find_package(dpmalloc), and run each build; with
+# libdpmalloc_dpdk, build tests/install/dpdk_consumer.c with
+# dpmalloc-dpdk.pc (the way docs/dpdk.md gives: PKG_CONFIG_PATH into the
+# stage, no PKG_CONFIG_SYSROOT_DIR) and run it.
 # Exit 0: all good; 1: something is missing or broken; 77: no pkg-config.
 #
 # usage: run_install_test.sh <build dir> <cmake> <C compiler> [generator]
@@ -53,8 +56,21 @@ major=${version%%.*}
     fail "$libdir/libdpmalloc.so is not a link to libdpmalloc.so.$major"
 soname=$(LC_ALL=C readelf -d "$L/libdpmalloc.so.$version" 2>/dev/null | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libdpmalloc.so.$major" ] || fail "SONAME is '$soname', not libdpmalloc.so.$major"
-grep -q "^prefix=$prefix\$" "$L/pkgconfig/dpmalloc.pc" ||
-    fail "dpmalloc.pc does not name the install prefix $prefix"
+# the .pc files' prefix is their own directory's ../.. (relocatable): the
+# staged tree is used as it lies, with PKG_CONFIG_PATH alone
+grep -q '^prefix=${pcfiledir}/\.\./\.\.$' "$L/pkgconfig/dpmalloc.pc" ||
+    fail "dpmalloc.pc's prefix is not \${pcfiledir}/../..: $(grep '^prefix=' "$L/pkgconfig/dpmalloc.pc")"
+# libdpmalloc_dpdk, when the build has it (libdpdk-dev found)
+with_dpdk=
+if [ -e "$build/libdpmalloc_dpdk.so" ]; then
+    with_dpdk=1
+    for f in "$libdir/libdpmalloc_dpdk.a" "$libdir/pkgconfig/dpmalloc-dpdk.pc" include/dpmalloc/dpdk.h \
+             include/dpmalloc/rte_compat.h; do
+        [ -f "$root/$f" ] || fail "not installed: $f"
+    done
+    [ -f "$L/libdpmalloc_dpdk.so.$version" ] && [ "$(readlink "$L/libdpmalloc_dpdk.so")" = "libdpmalloc_dpdk.so.$major" ] ||
+        fail "not installed: $libdir/libdpmalloc_dpdk.so.$version with its links"
+fi
 
 # a dynamically linked consumer must run with the staged library, NEEDED
 # by its SONAME
@@ -77,9 +93,11 @@ check_run() { # <label> <binary> [dynamic]
     fi
 }
 
-echo "== pkg-config"
-export PKG_CONFIG_PATH=$L/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage
-unset PKG_CONFIG_LIBDIR
+echo "== pkg-config (PKG_CONFIG_PATH=$L/pkgconfig, no sysroot)"
+export PKG_CONFIG_PATH=$L/pkgconfig
+unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+[ "$(cd "$(pkg-config --variable=prefix dpmalloc 2>/dev/null)" 2>/dev/null && pwd -P)" = "$(cd "$root" && pwd -P)" ] ||
+    fail "pkg-config's prefix of dpmalloc is '$(pkg-config --variable=prefix dpmalloc)', not the staged $root"
 if pkg-config --exact-version="$version" dpmalloc; then
     flags=$(pkg-config --cflags --libs dpmalloc)
     echo "pkg-config --cflags --libs dpmalloc: $flags"
@@ -96,7 +114,30 @@ if pkg-config --exact-version="$version" dpmalloc; then
 else
     fail "pkg-config does not find dpmalloc $version"
 fi
-unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+# a DPDK program, with dpmalloc-dpdk.pc's flags alone (it Requires libdpdk
+# and dpmalloc: both must resolve in the same call)
+if [ -n "$with_dpdk" ]; then
+    if flags=$(pkg-config --cflags --libs dpmalloc-dpdk); then
+        echo "pkg-config --cflags --libs dpmalloc-dpdk: $flags"
+        # shellcheck disable=SC2086
+        if "$cc" -Wall -Werror -o "$work/dpdk_consumer" "$here/dpdk_consumer.c" $flags; then
+            out=$(LD_LIBRARY_PATH=$L "$work/dpdk_consumer" 2>&1)
+            rc=$?
+            echo "dpmalloc-dpdk: $out"
+            case $rc in
+            0 | 77) ;;   # 77: no EAL here (it linked and loaded: the point)
+            *) fail "dpmalloc-dpdk: DPDK consumer failed ($rc)" ;;
+            esac
+            LC_ALL=C readelf -d "$work/dpdk_consumer" | grep -q "NEEDED.*\[libdpmalloc_dpdk.so.$major\]" ||
+                fail "dpmalloc-dpdk: consumer does not need libdpmalloc_dpdk.so.$major"
+        else
+            fail "dpmalloc-dpdk: DPDK consumer does not build"
+        fi
+    else
+        fail "pkg-config does not find dpmalloc-dpdk"
+    fi
+fi
+unset PKG_CONFIG_PATH
 
 echo "== find_package(dpmalloc)"
 if "$cmake" -S "$here/consumer" -B "$work/consumer-build" ${gen:+-G "$gen"} \
