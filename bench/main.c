@@ -41,7 +41,8 @@ const struct workload workloads[] = {
                  "(seed 001)", run_counters, 0, NULL},
     {"larson", "Larson server: threads replace random 16-1024 B objects, each generation "
                "inherits the last one's objects", run_larson, 0, NULL},
-    {"prodcons", "producer/consumer: one thread allocates, another checks and frees",
+    {"prodcons", "producer/consumer: a producer thread allocates batches of blocks (16-512 B) "
+                 "that a consumer thread frees; 1, 2 and 4 pairs",
      run_prodcons, 0, NULL},
     {"cache-scratch", "passive false sharing: each thread frees a block handed to it, then "
                       "allocates, writes and frees 8-byte blocks", run_cache_scratch, 0, NULL},
