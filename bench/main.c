@@ -279,6 +279,7 @@ static int run_parent(const struct options *o, int argc, char **argv)
     print_backends(stdout, &run);
     run.load_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     run.load_start = load_average();
+    run.load_forced = o->force_load_warning;
     run.loaded = o->force_load_warning || run.load_start > run.load_cpus / 2.0;
     if (run.loaded)
         print_load_warning(stdout, &run, 0);

@@ -303,8 +303,9 @@ void print_summary(FILE *out, const struct run *run)
 void print_load_warning(FILE *out, const struct run *run, int markdown)
 {
     fprintf(out, "%sWARNING%s: load average %.2f on %d CPUs, over half of them busy with other "
-                 "work: these figures are unreliable; rerun on a quiet machine\n",
-            markdown ? "> **" : "", markdown ? "**" : "", run->load_start, run->load_cpus);
+                 "work%s: these figures are unreliable; rerun on a quiet machine\n",
+            markdown ? "> **" : "", markdown ? "**" : "", run->load_start, run->load_cpus,
+            run->load_forced ? " (assumed: --assume-loaded)" : "");
 }
 
 /* ---- machine --------------------------------------------------------------- */

@@ -46,6 +46,7 @@ struct run {
     double load_start;               /* 1-min load average when the run began */
     int load_cpus;                   /* CPUs it is compared with */
     int loaded;                      /* load over half the CPUs: figures unreliable */
+    int load_forced;                 /* --assume-loaded */
     struct backend_spec be[MAX_BACKENDS];
     int nbe;
     struct workload_result *wr;
