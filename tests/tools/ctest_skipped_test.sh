@@ -1,9 +1,10 @@
 #!/bin/sh
 # ctest_skipped_test.sh - make test's list of skipped tests: a throw-away
 # CTest project with tests that skip (reason on stdout, on stderr, with a
-# "skipped:" prefix, none at all), one that passes and one that fails; the
-# lines tools/ctest_skipped.sh prints from ctest's JUnit file must name
-# exactly the skipped tests, each with its reason.
+# "skipped:" prefix, indented, none at all), one that passes, one that
+# fails and one whose program is missing (a failure, not a skip); the lines
+# tools/ctest_skipped.sh prints from ctest's JUnit file must name exactly
+# the skipped tests, each with its reason.
 #   ctest_skipped_test.sh <tools/ctest_skipped.sh> <cmake> <ctest>
 set -u
 script=$1 cmake=$2 ctest=$3
@@ -19,7 +20,10 @@ add_test(NAME skip_prefixed COMMAND sh -c "echo 'skipped: valgrind/memcheck.h no
 add_test(NAME skip_silent COMMAND sh -c "exit 77")
 add_test(NAME passes COMMAND sh -c "echo 'ok, nothing skipped here'")
 add_test(NAME fails COMMAND sh -c "echo broken; exit 1")
-set_tests_properties(skip_stdout skip_stderr skip_prefixed skip_silent PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME missing COMMAND /nonexistent/dpm-test-program)
+add_test(NAME skip_indented COMMAND sh -c "echo '  not enough free 2048 kB huge pages: not tested  '; exit 77")
+set_tests_properties(skip_stdout skip_stderr skip_prefixed skip_silent skip_indented
+                     PROPERTIES SKIP_RETURN_CODE 77)
 CM
 "$cmake" -S "$dir" -B "$dir/b" >/dev/null || exit 1
 (cd "$dir/b" && "$ctest" --output-junit junit.xml >/dev/null 2>&1)
@@ -27,7 +31,8 @@ got=$("$script" "$dir/b/junit.xml") || { echo "FAIL: the script failed"; exit 1;
 expect='skipped: skip_stdout — no hugepages reserved
 skipped: skip_stderr — needs root
 skipped: skip_prefixed — valgrind/memcheck.h not found
-skipped: skip_silent — no reason printed (SKIP_RETURN_CODE=77)'
+skipped: skip_silent — no reason printed (SKIP_RETURN_CODE=77)
+skipped: skip_indented — not enough free 2048 kB huge pages: not tested'
 if [ "$got" != "$expect" ]; then
     printf 'FAIL: expected\n%s\ngot\n%s\n' "$expect" "$got"
     exit 1
