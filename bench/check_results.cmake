@@ -98,8 +98,8 @@ endforeach()
 
 # report.md: the summary against dpm-preload, and the words under it
 file(READ "${RESULTS}/report.md" md)
-foreach(want "Time relative to dpm-preload" "dpmalloc leads every peer in:"
-        "dpmalloc trails the best peer in:" "**time vs dpm-preload** (geomean)")
+foreach(want "Time relative to dpm-preload" "dpmalloc (dpm-preload) leads every peer in:"
+        "dpmalloc (dpm-preload) trails the best peer in:" "**time vs dpm-preload** (geomean)")
   string(FIND "${md}" "${want}" at)
   if(at LESS 0)
     message(FATAL_ERROR "report.md: no '${want}'")

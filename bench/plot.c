@@ -440,7 +440,8 @@ static int render_summary(const struct run *run, const char *dir)
     if (!gp)
         return 0;
     struct look bl = look_of("dpm-preload");
-    fprintf(gp, "set terminal pngcairo size %d,520 font \",9\"\n", 200 + 70 * nrows * (ncols + 1) / 2);
+    int width = 300 + 22 * nrows * (ncols + 1);
+    fprintf(gp, "set terminal pngcairo size %d,560 font \",9\"\n", width < 1800 ? width : 1800);
     /* autotitle columnheader: the label plots must skip the header line too */
     fprintf(gp, "set output 'summary.png'\nset datafile missing '?'\nset termoption noenhanced\n"
                 "set key outside right top vertical font \",8\" autotitle columnheader\n"
