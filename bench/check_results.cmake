@@ -1,7 +1,10 @@
 # check_results.cmake - the smoke test's parse check: the results.json and
 # results.csv that `dpmbench --smoke` wrote must parse and hold a row for
-# every workload and every allocator that ran. No timing is judged.
-#   cmake -DRESULTS=<results dir> -P check_results.cmake
+# every workload and every allocator that ran; ratios are against
+# dpm-preload (1 in its own column), report.md says where dpmalloc leads and
+# trails, prodcons has its 1, 2 and 4 pairs, and no gnuplot .log file is
+# left in the results directory or in CWD. No timing is judged.
+#   cmake -DRESULTS=<results dir> [-DCWD=<dir the run started in>] -P check_results.cmake
 cmake_minimum_required(VERSION 3.19)
 if(NOT RESULTS)
   message(FATAL_ERROR "pass -DRESULTS=<dir with results.json and results.csv>")
@@ -39,6 +42,16 @@ foreach(w RANGE ${last_w})
     if(available AND NOT status STREQUAL "ok")
       message(FATAL_ERROR "results.json: ${wname} on ${bname}: status ${status}")
     endif()
+    if(available AND bname STREQUAL "dpm-preload")
+      string(JSON baseline GET "${json}" workloads ${w} baseline)
+      if(NOT baseline STREQUAL "dpm-preload")
+        message(FATAL_ERROR "results.json: ${wname}: baseline '${baseline}', expected dpm-preload")
+      endif()
+      string(JSON self GET "${json}" workloads ${w} runs ${bname} ratio_vs_baseline)
+      if(NOT self MATCHES "^(null|1(\\.0*)?)$")
+        message(FATAL_ERROR "results.json: ${wname}: dpm-preload against itself is ${self}")
+      endif()
+    endif()
     if(available)
       # the first row of every workload must carry this backend's median
       string(JSON median ERROR_VARIABLE err GET "${json}" workloads ${w} results 0 values ${bname} median)
@@ -64,4 +77,48 @@ foreach(line IN LISTS lines)
     message(FATAL_ERROR "results.csv: line with ${n} fields: ${line}")
   endif()
 endforeach()
+# prodcons: a producer/consumer pair count per row
+foreach(w RANGE ${last_w})
+  string(JSON wname GET "${json}" workloads ${w} name)
+  if(wname STREQUAL "prodcons")
+    set(cases "")
+    string(JSON nresults LENGTH "${json}" workloads ${w} results)
+    math(EXPR last_r "${nresults} - 1")
+    foreach(r RANGE ${last_r})
+      string(JSON c GET "${json}" workloads ${w} results ${r} case)
+      list(APPEND cases "${c}")
+    endforeach()
+    foreach(want "1 pair 16-512 B" "2 pairs 16-512 B" "4 pairs 16-512 B")
+      if(NOT want IN_LIST cases)
+        message(FATAL_ERROR "results.json: prodcons has no row '${want}' (${cases})")
+      endif()
+    endforeach()
+  endif()
+endforeach()
+
+# report.md: the summary against dpm-preload, and the words under it
+file(READ "${RESULTS}/report.md" md)
+foreach(want "Time relative to dpm-preload" "dpmalloc (dpm-preload) leads every peer in:"
+        "dpmalloc (dpm-preload) trails the best peer in:" "**time vs dpm-preload** (geomean)")
+  string(FIND "${md}" "${want}" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "report.md: no '${want}'")
+  endif()
+endforeach()
+
+# gnuplot's messages are not left behind as files
+file(GLOB logs "${RESULTS}/*.log")
+if(CWD)
+  file(GLOB cwd_logs "${CWD}/*.log")
+  list(APPEND logs ${cwd_logs})
+endif()
+if(logs)
+  message(FATAL_ERROR "stray log files: ${logs}")
+endif()
+# with gnuplot, the summary's ratios are a chart too
+find_program(GNUPLOT gnuplot)
+if(GNUPLOT AND NOT EXISTS "${RESULTS}/summary.png")
+  message(FATAL_ERROR "gnuplot is here but ${RESULTS}/summary.png is not")
+endif()
+
 message(STATUS "results parse: ${nworkloads} workloads, ${nbackends} backends, ${rows} result rows, ${ncsv} CSV lines")

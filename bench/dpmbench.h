@@ -18,6 +18,7 @@
 #define DPMBENCH_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 /* ---- allocator backends (backends.c, backend_rte.c) ---------------------- */
@@ -229,5 +230,25 @@ struct thread_team {
 };
 
 double run_team(const struct thread_team *team);
+
+/* ---- a blocking queue of pointer batches between two threads (handoff.c) -- */
+
+#define HANDOFF_BATCH 64
+#define HANDOFF_DEPTH 16
+
+struct handoff {
+    pthread_mutex_t lock;
+    pthread_cond_t filled, drained;
+    unsigned head, tail;         /* batches queued, batches taken */
+    int closed;
+    int count[HANDOFF_DEPTH];
+    void *batch[HANDOFF_DEPTH][HANDOFF_BATCH];
+};
+
+void handoff_init(struct handoff *h);
+void handoff_destroy(struct handoff *h);
+void handoff_put(struct handoff *h, void *const *p, int n);
+void handoff_close(struct handoff *h);
+int handoff_get(struct handoff *h, void **out);
 
 #endif

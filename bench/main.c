@@ -1,9 +1,11 @@
 /*
  * main.c - dpmbench's command line, its table of workloads, and both
  * roles of the program: the parent (run_parent) runs every selected
- * (workload, backend) pair in a child through spawn.c and reports through
- * report.c, plot.c and output.c; the child (run_child, started with
- * --child) runs one workload against one backend.
+ * (workload, backend) pair in children through spawn.c, round-major (round
+ * r runs every backend once, in an order rotated by r, so a burst of other
+ * load lands on all of them alike), and reports through report.c, plot.c
+ * and output.c; the child (run_child, started with --child) runs one round
+ * of one workload against one backend.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -39,7 +41,8 @@ const struct workload workloads[] = {
                  "(seed 001)", run_counters, 0, NULL},
     {"larson", "Larson server: threads replace random 16-1024 B objects, each generation "
                "inherits the last one's objects", run_larson, 0, NULL},
-    {"prodcons", "producer/consumer: one thread allocates, another checks and frees",
+    {"prodcons", "producer/consumer: a producer thread allocates batches of blocks (16-512 B) "
+                 "that a consumer thread frees; 1, 2 and 4 pairs",
      run_prodcons, 0, NULL},
     {"cache-scratch", "passive false sharing: each thread frees a block handed to it, then "
                       "allocates, writes and frees 8-byte blocks", run_cache_scratch, 0, NULL},
@@ -77,6 +80,8 @@ static void usage(FILE *out)
             "  --docs FILE.md     also write the report there, plots beside it\n"
             "  --dpm-preload LIB  libdpmalloc.so for the dpm-preload column\n"
             "  --no-plots         tables, CSV and JSON only\n"
+            "  --assume-loaded    report as if the load average were over half the CPUs\n"
+            "                     (tests the unreliable-figures warning)\n"
             "  --list             workloads and backends found, then exit\n");
 }
 
@@ -126,6 +131,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->dpm_preload = VALUE();
         else if (!strcmp(a, "--no-plots"))
             o->plots = 0;
+        else if (!strcmp(a, "--assume-loaded"))
+            o->force_load_warning = 1;
         else if (!strcmp(a, "--list"))
             o->child = -1;
         else if (!strcmp(a, "--child")) {
@@ -270,22 +277,57 @@ static int run_parent(const struct options *o, int argc, char **argv)
            mode_name(o->mode), o->rounds, o->threads, run.tsc_hz / 1e9);
     describe_machine(stdout, 0);
     print_backends(stdout, &run);
+    run.load_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    run.load_start = load_average();
+    run.load_forced = o->force_load_warning;
+    run.loaded = o->force_load_warning || run.load_start > run.load_cpus / 2.0;
+    if (run.loaded)
+        print_load_warning(stdout, &run, 0);
     for (int b = 0; b < run.nbe; b++)
         for (int i = 0; i < run.nwr; i++)
-            pr.total += !run.be[b].missing && workload_runs_on(run.wr[i].w, &run.be[b]);
+            pr.total += (!run.be[b].missing && workload_runs_on(run.wr[i].w, &run.be[b])) *
+                        o->rounds;
     for (int i = 0; i < run.nwr; i++) {
-        for (int b = 0; b < run.nbe; b++) {
-            if (!workload_runs_on(run.wr[i].w, &run.be[b]))
-                continue;
-            if (run.be[b].missing)
-                run.wr[i].status[b] = RUN_UNAVAILABLE;
-            else
-                run_one(o, &run, &run.wr[i], b, &pr);
-        }
+        struct workload_result *wr = &run.wr[i];
+        for (int b = 0; b < run.nbe; b++)
+            if (workload_runs_on(wr->w, &run.be[b]) && run.be[b].missing)
+                wr->status[b] = RUN_UNAVAILABLE;
+        for (int r = 0; r < o->rounds; r++)
+            for (int k = 0; k < run.nbe; k++) {
+                int b = (k + r) % run.nbe;
+                if (!workload_runs_on(wr->w, &run.be[b]) || run.be[b].missing ||
+                    wr->status[b] == RUN_FAILED || wr->status[b] == RUN_UNAVAILABLE)
+                    continue;
+                /* the per-pair time budget: stop before a round that would
+                 * take the pair past it (judged by its rounds so far) */
+                int done = wr->rounds_done[b];
+                if (done > 0 && wr->seconds[b] + wr->seconds[b] / done > o->budget_s) {
+                    if (r == done) {
+                        char note[120];
+                        snprintf(note, sizeof note, "rounds cut to %d by the %.0f s time budget",
+                                 done, o->budget_s);
+                        size_t len = strlen(wr->notes[b]);
+                        snprintf(wr->notes[b] + len, sizeof wr->notes[b] - len, "%s%s",
+                                 len ? "; " : "", note);
+                        pr.total -= o->rounds - done;
+                    }
+                    continue;
+                }
+                run_one(o, &run, wr, b, r, &pr);
+            }
+        finish_rows(wr);
         if (pr.tty)
             fprintf(stderr, "\r\033[K");
-        print_workload_table(stdout, &run, &run.wr[i]);
+        print_workload_table(stdout, &run, wr);
         fflush(stdout);
+    }
+    /* the load at the end counts too: a run that became loaded is as
+     * unreliable as one that started so */
+    double load_end = load_average();
+    if (!run.loaded && load_end > run.load_cpus / 2.0) {
+        run.loaded = 1;
+        run.load_start = load_end;
+        print_load_warning(stdout, &run, 0);
     }
     print_summary(stdout, &run);
     write_outputs(o, &run);

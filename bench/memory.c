@@ -259,77 +259,65 @@ static void run_offsets(struct bench_ctx *ctx, const char *case_name)
 
 /* ---- consumer ------------------------------------------------------------------ */
 
-#define RING_SLOTS 1024
-
-struct handoff {
-    _Alignas(64) _Atomic(size_t) head;
-    _Alignas(64) _Atomic(size_t) tail;
-    _Alignas(64) void *slot[RING_SLOTS];
-};
-
+/* The blocks travel in batches through a blocking handoff (handoff.c): a
+ * spinning consumer would share its CPU with the producer it waits for. */
 struct consumer_arg {
     struct member m;
     const struct backend *be;
-    struct handoff *ring;
+    struct handoff *queue;
     long count;
     uint64_t free_ticks;
 };
 
-/* Spins a while, then yields: the two threads may share a CPU. */
-static void backoff(unsigned *spins)
-{
-    if (++*spins % 64 == 0)
-        sched_yield();
-}
-
 static void consumer_body(struct member *m)
 {
     struct consumer_arg *a = (struct consumer_arg *)m;
-    struct handoff *r = a->ring;
-    for (long i = 0; i < a->count; i++) {
-        unsigned spins = 0;
-        if (m->index == 0) {
-            void *p = must_alloc(a->be->alloc(OFFSET_SIZE), OFFSET_SIZE, 16, 0);
-            stamp_block(p, OFFSET_SIZE, (uint64_t)i);
-            size_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-            while (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= RING_SLOTS)
-                backoff(&spins);
-            r->slot[h % RING_SLOTS] = p;
-            atomic_store_explicit(&r->head, h + 1, memory_order_release);
-        } else {
-            size_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            while (atomic_load_explicit(&r->head, memory_order_acquire) == t)
-                backoff(&spins);
-            void *p = r->slot[t % RING_SLOTS];
-            atomic_store_explicit(&r->tail, t + 1, memory_order_release);
-            check_stamp(p, OFFSET_SIZE, (uint64_t)i, "consumer");
+    void *batch[HANDOFF_BATCH];
+    long i = 0;
+    if (m->index == 0) {
+        while (i < a->count) {
+            int n = 0;
+            for (; n < HANDOFF_BATCH && i < a->count; n++, i++) {
+                batch[n] = must_alloc(a->be->alloc(OFFSET_SIZE), OFFSET_SIZE, 16, 0);
+                stamp_block(batch[n], OFFSET_SIZE, (uint64_t)i);
+            }
+            handoff_put(a->queue, batch, n);
+        }
+        handoff_close(a->queue);
+        return;
+    }
+    for (int n; (n = handoff_get(a->queue, batch)) > 0;)
+        for (int k = 0; k < n; k++, i++) {
+            check_stamp(batch[k], OFFSET_SIZE, (uint64_t)i, "consumer");
             uint64_t t0 = ticks();
-            a->be->free(p);
+            a->be->free(batch[k]);
             uint64_t t1 = ticks();
             a->free_ticks += ticks_between(t0, t1);
         }
-    }
+    if (i != a->count)
+        fail("consumer: %ld blocks freed of %ld", i, a->count);
 }
 
 static void run_consumer(struct bench_ctx *ctx, const char *case_name)
 {
     long count = scaled(ctx, 1000000, 1000000, 20000);
     struct consumer_arg args[2];
-    struct handoff *ring = aligned_alloc(64, sizeof *ring);
+    struct handoff *queue = malloc(sizeof *queue);
     struct samples per_free = {0};
-    if (!ring)
-        fail("consumer: out of memory for the ring");
+    if (!queue)
+        fail("consumer: out of memory for the queue");
     while (another_round(ctx)) {
-        memset(ring, 0, sizeof *ring);
+        handoff_init(queue);
         for (int i = 0; i < 2; i++)
-            args[i] = (struct consumer_arg){.be = ctx->be, .ring = ring, .count = count};
+            args[i] = (struct consumer_arg){.be = ctx->be, .queue = queue, .count = count};
         struct thread_team team = {2, consumer_body, args, sizeof args[0]};
         run_team(&team);
+        handoff_destroy(queue);
         samples_add(&per_free, ticks_to_ns(args[1].free_ticks) / (double)count);
     }
     emit_metric(ctx, case_name, "free in consumer", "ns/call", 'L', &per_free);
     emit_rss(ctx, case_name, "RSS at the end");
-    free(ring);
+    free(queue);
 }
 
 /* ---- the driver: one fresh process per program ------------------------------- */

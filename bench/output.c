@@ -62,7 +62,7 @@ static void write_docs(const struct run *run, const char *docs, int plots)
 {
     static const char *const pngs[] = {"frag",    "bulk",          "nobulk", "realloc",
                                        "threads", "tunnels",       "mt-throughput",
-                                       "mt-rss"};
+                                       "mt-rss",  "summary"};
     char dir[600], plotdir[1024], rel[300], from[1024], to[1400];
     const char *slash = strrchr(docs, '/');
     const char *base = slash ? slash + 1 : docs;

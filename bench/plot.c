@@ -4,12 +4,18 @@
  * both kept next to the PNG so a chart can be restyled by hand. frag is a
  * line chart per size/align pair, bulk/nobulk/realloc are bars grouped by
  * size, threads is a line chart, the multi-threaded shapes get throughput
- * and peak-RSS bars.
+ * and peak-RSS bars, and summary.png draws the summary's ratios (one bar
+ * per allocator per workload, dpm-preload = 1). Every axis names its unit,
+ * legends sit outside the data, and each allocator keeps one colour in
+ * every chart (dpm-preload hatched and dashed, so it is never mistaken for
+ * dpmalloc's native column). gnuplot's messages are shown only when it
+ * fails, and no log file is left behind.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "results.h"
 
@@ -113,36 +119,103 @@ static int usable_columns(const struct run *run)
     return n;
 }
 
+/* One look per allocator, the same in every chart. */
+struct look {
+    const char *name, *colour;
+    int dash, point;
+    const char *fill;
+};
+
+static const struct look looks[] = {
+    {"dpmalloc", "#1f4e9e", 1, 7, "solid 0.9"},
+    {"dpm-preload", "#e8710a", 2, 5, "pattern 4"},
+    {"glibc", "#606060", 1, 9, "solid 0.6"},
+    {"jemalloc", "#2ca02c", 1, 11, "solid 0.6"},
+    {"mimalloc", "#9467bd", 1, 13, "solid 0.6"},
+    {"tcmalloc", "#d62728", 1, 4, "solid 0.6"},
+    {"rte_malloc", "#17becf", 1, 6, "solid 0.6"},
+    {"dpm-rte", "#8c564b", 3, 8, "solid 0.6"},
+};
+
+static struct look look_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof looks / sizeof looks[0]; i++)
+        if (!strcmp(looks[i].name, name))
+            return looks[i];
+    return (struct look){name, "#000000", 1, 1, "solid 0.6"};
+}
+
+/* The data file's columns: 2.. in the order of the usable backends. */
+static const char *column_name(const struct run *run, int column)
+{
+    for (int b = 0, c = 2; b < run->nbe; b++)
+        if (backend_usable(run, b) && c++ == column)
+            return run->be[b].name;
+    return "";
+}
+
 static void script_preamble(FILE *gp, const char *name, int width, int height, int rows, int cols,
                             const char *title)
 {
     fprintf(gp, "set terminal pngcairo size %d,%d font \",9\"\n", width, height);
     fprintf(gp, "set output '%s.png'\nset datafile missing '?'\n", name);
-    fprintf(gp, "set termoption noenhanced\nset key top left opaque font \",8\"\nset grid ytics\n");
+    /* outside the plot area: a key inside hid lines and bars */
+    fprintf(gp, "set termoption noenhanced\nset key outside right top vertical font \",8\"\n"
+                "set grid ytics\n");
     fprintf(gp, "set multiplot layout %d,%d title \"%s\"\n", rows, cols, title);
 }
 
-static void script_panel(FILE *gp, const char *name, int index, const struct panel *p,
-                         int columns, int lines, const char *ylabel, int logy)
+static void script_panel(FILE *gp, const struct run *run, const char *name, int index,
+                         const struct panel *p, int columns, int lines, const char *xlabel,
+                         const char *ylabel, int logy)
 {
-    fprintf(gp, "set title \"%s\"\nset ylabel \"%s\"\n", p->title, ylabel);
+    fprintf(gp, "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\n", p->title, xlabel,
+            ylabel);
     fprintf(gp, logy ? "set logscale y\nset yrange [*:*]\n" : "unset logscale y\nset yrange [0:*]\n");
-    if (lines) {
-        fprintf(gp, "unset style\nset xtics rotate by 0\n");
-        fprintf(gp, "plot for [i=2:%d] '%s.dat' index %d using 0:i:xtic(1) with linespoints "
-                    "title columnheader(i)\n",
-                columns + 1, name, index);
-    } else {
+    if (lines)
+        fprintf(gp, "unset style\nset xtics rotate by 0\nplot");
+    else
         fprintf(gp, "set style data histograms\nset style histogram clustered gap 1\n"
-                    "set style fill solid 0.85 border -1\nset xtics rotate by -40\n");
-        fprintf(gp, "plot for [i=2:%d] '%s.dat' index %d using i:xtic(1) title "
-                    "columnheader(i)\n",
-                columns + 1, name, index);
+                    "set xtics rotate by -40\nplot");
+    for (int i = 2; i <= columns + 1; i++) {
+        struct look k = look_of(column_name(run, i));
+        if (lines)
+            fprintf(gp, "%s '%s.dat' index %d using 0:%d:xtic(1) with linespoints lw 1.5 "
+                        "lc rgb '%s' dt %d pt %d title columnheader(%d)",
+                    i > 2 ? "," : "", name, index, i, k.colour, k.dash, k.point, i);
+        else
+            fprintf(gp, "%s '%s.dat' index %d using %d%s lc rgb '%s' fs %s border -1 "
+                        "title columnheader(%d)",
+                    i > 2 ? "," : "", name, index, i, i == 2 ? ":xtic(1)" : "", k.colour,
+                    k.fill, i);
     }
+    fputc('\n', gp);
+}
+
+/* Runs gnuplot on dir/name.gp; what it says is shown only if it fails,
+ * so no log file is kept in the results directory or elsewhere. */
+static int run_gnuplot(const char *dir, const char *name)
+{
+    char cmd[1200], out[4096];
+    size_t len = 0;
+    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot '%s.gp' 2>&1", dir, name);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return 0;
+    size_t got;
+    while ((got = fread(out + len, 1, sizeof out - 1 - len, p)) > 0)
+        len += got;
+    out[len] = 0;
+    int status = pclose(p);
+    if (status != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "dpmbench: gnuplot failed on %s/%s.gp:\n%s", dir, name, out);
+        return 0;
+    }
+    return 1;
 }
 
 struct chart {
-    const char *name, *title, *ylabel;
+    const char *name, *title, *xlabel, *ylabel;
     int rows, cols, lines, logy;
     const struct panel *panels;
     int npanels;
@@ -150,7 +223,7 @@ struct chart {
 
 static int render_chart(const struct run *run, const char *dir, const struct chart *c)
 {
-    char path[800], cmd[1000];
+    char path[800];
     int columns = usable_columns(run), rows_total = 0;
     snprintf(path, sizeof path, "%s/%s.dat", dir, c->name);
     FILE *dat = fopen(path, "w");
@@ -163,19 +236,19 @@ static int render_chart(const struct run *run, const char *dir, const struct cha
             fclose(gp);
         return 0;
     }
-    script_preamble(gp, c->name, 420 * c->cols + 200, 360 * c->rows + 60, c->rows, c->cols,
+    script_preamble(gp, c->name, 540 * c->cols + 100, 380 * c->rows + 60, c->rows, c->cols,
                     c->title);
     for (int i = 0; i < c->npanels; i++) {
         rows_total += write_panel_block(dat, run, &c->panels[i]);
-        script_panel(gp, c->name, i, &c->panels[i], columns, c->lines, c->ylabel, c->logy);
+        script_panel(gp, run, c->name, i, &c->panels[i], columns, c->lines, c->xlabel, c->ylabel,
+                     c->logy);
     }
     fprintf(gp, "unset multiplot\n");
     fclose(dat);
     fclose(gp);
     if (rows_total == 0)
         return 0;
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot '%s.gp' 2>'%s.log'", dir, c->name, c->name);
-    return system(cmd) == 0;
+    return run_gnuplot(dir, c->name);
 }
 
 /* ---- the charts ------------------------------------------------------------- */
@@ -214,14 +287,16 @@ static const struct panel threads_panels[] = {
 };
 
 static const struct chart charts[] = {
-    {"frag", "frag: mean time per call by batch of 2000 (size/align)", "ns per call", 2, 4, 1,
-     1, frag_panels, 8},
-    {"bulk", "bulk: 1000 allocs, memset, free all", "ns per call", 2, 2, 0, 1, bulk_panels, 4},
-    {"nobulk", "nobulk: alloc + free around a 5 us wait", "ns per alloc+free", 1, 2, 0, 1,
-     nobulk_panels, 2},
-    {"realloc", "realloc: s -> 2s -> 4s", "ns per iteration", 1, 2, 0, 1, realloc_panels, 2},
-    {"threads", "threads: one pinned thread per core", "us per thread", 1, 2, 1, 1,
-     threads_panels, 2},
+    {"frag", "frag: mean time per call by batch of 2000 (size/align in bytes)",
+     "batch of 2000 calls (1st to 5th)", "time per call [ns]", 2, 4, 1, 1, frag_panels, 8},
+    {"bulk", "bulk: 1000 allocs, memset, free all", "block size [bytes]", "time per call [ns]",
+     2, 2, 0, 1, bulk_panels, 4},
+    {"nobulk", "nobulk: alloc + free around a 5 us wait", "block size [bytes]",
+     "alloc + free [ns]", 1, 2, 0, 1, nobulk_panels, 2},
+    {"realloc", "realloc: s -> 2s -> 4s", "first size s [bytes]", "time per iteration [ns]", 1,
+     2, 0, 1, realloc_panels, 2},
+    {"threads", "threads: one pinned thread per core", "blocks per thread N [count]",
+     "time per thread [us]", 1, 2, 1, 1, threads_panels, 2},
 };
 
 /* tunnels mixes units: clocks per call in one panel, the RSS ratio in the
@@ -233,8 +308,14 @@ static const struct panel tunnels_rss_panel = {
 
 static int render_tunnels(const struct run *run, const char *dir)
 {
-    char path[800], cmd[1000];
+    char path[800], ylabel[64];
     int columns = usable_columns(run), rows = 0;
+    const struct workload_result *wr = workload_result(run, "tunnels");
+    const char *unit = "ns/call";
+    for (int i = 0; wr && i < wr->nrows; i++)
+        if (ends_with(wr->rows[i].unit, "/call"))
+            unit = wr->rows[i].unit;
+    snprintf(ylabel, sizeof ylabel, "cost per call [%.*s]", (int)(strlen(unit) - 5), unit);
     snprintf(path, sizeof path, "%s/tunnels.dat", dir);
     FILE *dat = fopen(path, "w");
     snprintf(path, sizeof path, "%s/tunnels.gp", dir);
@@ -248,16 +329,17 @@ static int render_tunnels(const struct run *run, const char *dir)
     }
     rows += write_panel_block(dat, run, &tunnels_clock_panel);
     rows += write_panel_block(dat, run, &tunnels_rss_panel);
-    script_preamble(gp, "tunnels", 1040, 420, 1, 2, "tunnels (VPP GTP-U case)");
-    script_panel(gp, "tunnels", 0, &tunnels_clock_panel, columns, 0, "cost per call", 1);
-    script_panel(gp, "tunnels", 1, &tunnels_rss_panel, columns, 0, "ratio", 0);
+    script_preamble(gp, "tunnels", 1240, 460, 1, 2, "tunnels (VPP GTP-U case)");
+    script_panel(gp, run, "tunnels", 0, &tunnels_clock_panel, columns, 0, "object and call",
+                 ylabel, 1);
+    script_panel(gp, run, "tunnels", 1, &tunnels_rss_panel, columns, 0, "all objects",
+                 "RSS / requested bytes [ratio]", 0);
     fprintf(gp, "unset multiplot\n");
     fclose(dat);
     fclose(gp);
     if (rows == 0)
         return 0;
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot tunnels.gp 2>tunnels.log", dir);
-    return system(cmd) == 0;
+    return run_gnuplot(dir, "tunnels");
 }
 
 /* Multi-threaded summary: one block, a cluster per workload. */
@@ -276,7 +358,7 @@ static const struct metric_row *mt_row(const struct workload_result *wr, int rss
 static int render_mt(const struct run *run, const char *dir, int rss)
 {
     const char *name = rss ? "mt-rss" : "mt-throughput";
-    char path[800], cmd[1000];
+    char path[800];
     int n = 0;
     snprintf(path, sizeof path, "%s/%s.dat", dir, name);
     FILE *dat = fopen(path, "w");
@@ -304,11 +386,92 @@ static int render_mt(const struct run *run, const char *dir, int rss)
     script_preamble(gp, name, 900, 460, 1, 1,
                     rss ? "multi-threaded workloads: peak RSS"
                         : "multi-threaded workloads: throughput");
-    script_panel(gp, name, 0, &p, usable_columns(run), 0, rss ? "MiB" : "Mops/s", 1);
+    script_panel(gp, run, name, 0, &p, usable_columns(run), 0, "workload",
+                 rss ? "peak RSS [MiB]" : "throughput [Mops/s]", 1);
     fprintf(gp, "unset multiplot\n");
     fclose(gp);
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot '%s.gp' 2>'%s.log'", dir, name, name);
-    return system(cmd) == 0;
+    return run_gnuplot(dir, name);
+}
+
+/* The summary's ratios: a cluster per workload, a bar per allocator,
+ * linear, dpm-preload = 1 drawn across. Bars past SUMMARY_CAP are cut
+ * there and carry their value, so one slow peer does not flatten the rest. */
+#define SUMMARY_CAP 4.0
+
+static int render_summary(const struct run *run, const char *dir)
+{
+    char path[800];
+    int cols[MAX_BACKENDS], ncols = 0, nrows = 0, base = baseline_index(run);
+    for (int b = 0; b < run->nbe; b++)
+        if (backend_usable(run, b) && b != base && run->be[b].kind != BACKEND_DPM_RTE)
+            cols[ncols++] = b;
+    snprintf(path, sizeof path, "%s/summary.dat", dir);
+    FILE *dat = fopen(path, "w");
+    if (!dat)
+        return 0;
+    fputs("\"workload\"", dat);
+    for (int c = 0; c < ncols; c++)
+        fprintf(dat, " \"%s\"", run->be[cols[c]].name);
+    fputc('\n', dat);
+    for (int i = 0; i < run->nwr; i++) {
+        const struct workload_result *wr = &run->wr[i];
+        int ref = reference_backend(run, wr), any = 0;
+        double ratio;
+        if (ref < 0 || ref != base)
+            continue; /* only ratios against dpm-preload share this axis */
+        for (int c = 0; c < ncols; c++)
+            any |= ratio_vs_reference(run, wr, cols[c], &ratio) == 0;
+        if (!any)
+            continue;
+        fprintf(dat, "\"%s\"", wr->w->name);
+        for (int c = 0; c < ncols; c++)
+            if (ratio_vs_reference(run, wr, cols[c], &ratio) == 0)
+                fprintf(dat, " %.4f", ratio);
+            else
+                fputs(" ?", dat);
+        fputc('\n', dat);
+        nrows++;
+    }
+    fclose(dat);
+    if (nrows == 0 || ncols == 0)
+        return 0;
+    snprintf(path, sizeof path, "%s/summary.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp)
+        return 0;
+    struct look bl = look_of("dpm-preload");
+    int width = 300 + 22 * nrows * (ncols + 1);
+    fprintf(gp, "set terminal pngcairo size %d,560 font \",9\"\n", width < 1800 ? width : 1800);
+    /* autotitle columnheader: the label plots must skip the header line too */
+    fprintf(gp, "set output 'summary.png'\nset datafile missing '?'\nset termoption noenhanced\n"
+                "set key outside right top vertical font \",8\" autotitle columnheader\n"
+                "set grid ytics\n");
+    fprintf(gp, "set title \"time relative to dpm-preload (geometric mean of each workload's "
+                "timed rows; >1 = slower; bars over %.0f are cut and labelled)\"\n",
+            SUMMARY_CAP);
+    fprintf(gp, "set xlabel \"workload\"\nset ylabel \"time relative to dpm-preload [ratio]\"\n"
+                "set yrange [0:%.1f]\nset xtics rotate by -30\n", SUMMARY_CAP + 0.4);
+    fprintf(gp, "set arrow from graph 0, first 1 to graph 1, first 1 nohead front lw 2 dt 2 "
+                "lc rgb '%s'\n", bl.colour);
+    fprintf(gp, "set label 'dpm-preload = 1' at graph 0.01, first 1.08 front textcolor rgb '%s'\n",
+            bl.colour);
+    fprintf(gp, "set style data histograms\nset style histogram clustered gap 1\n");
+    fprintf(gp, "cap(v) = v > %.1f ? %.1f : v\nplot", SUMMARY_CAP, SUMMARY_CAP);
+    for (int c = 0; c < ncols; c++) {
+        struct look k = look_of(run->be[cols[c]].name);
+        fprintf(gp, "%s 'summary.dat' using (cap($%d))%s lc rgb '%s' fs %s border -1 "
+                    "title columnheader(%d)",
+                c ? "," : "", c + 2, c == 0 ? ":xtic(1)" : "", k.colour, k.fill, c + 2);
+    }
+    /* a clustered histogram puts bar c of row i at i + (c - (n-1)/2) / (n + gap) */
+    for (int c = 0; c < ncols; c++)
+        fprintf(gp, ", 'summary.dat' using ($0 + (%d - %.1f) / %d.0):($%d > %.1f ? %.1f : 1/0):"
+                    "(sprintf('%%.1f', $%d)) with labels rotate by 90 right offset 0,-0.3 "
+                    "font ',7' notitle",
+                c, (ncols - 1) / 2.0, ncols + 1, c + 2, SUMMARY_CAP, SUMMARY_CAP, c + 2);
+    fputc('\n', gp);
+    fclose(gp);
+    return run_gnuplot(dir, "summary");
 }
 
 int write_plots(const struct run *run, const char *dir)
@@ -323,5 +486,6 @@ int write_plots(const struct run *run, const char *dir)
         n += render_tunnels(run, dir);
     n += render_mt(run, dir, 0);
     n += render_mt(run, dir, 1);
+    n += render_summary(run, dir);
     return n;
 }

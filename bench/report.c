@@ -89,8 +89,11 @@ static void value_cell(FILE *out, const struct table_style *st, const struct wor
 static void ratio_line(FILE *out, const struct table_style *st, const struct run *run,
                        const struct workload_result *wr)
 {
-    cell(out, st, st->markdown ? "**time vs dpmalloc** (geomean)" : "time vs dpmalloc (geomean)",
-         st->label_width, 1);
+    int ref = reference_backend(run, wr);
+    char label[80];
+    snprintf(label, sizeof label, st->markdown ? "**time vs %s** (geomean)" : "time vs %s (geomean)",
+             ref >= 0 ? run->be[ref].name : "baseline");
+    cell(out, st, label, st->label_width, 1);
     for (int b = 0; b < run->nbe; b++) {
         double ratio;
         char v[32] = "-";
@@ -202,12 +205,109 @@ static void summary_table(FILE *out, const struct table_style *st, const struct 
     }
 }
 
+/* A peer, for the words under the summary: neither dpmalloc column. */
+static int is_peer(const struct run *run, int b)
+{
+    return b != baseline_index(run) && run->be[b].kind != BACKEND_NATIVE_DPM &&
+           run->be[b].kind != BACKEND_DPM_RTE;
+}
+
+/* Within 5 % either way is called even: the rounds of one cell often
+ * spread that much. */
+#define EVEN_BAND 0.05
+
+/* Where dpmalloc (the preloaded library, the fair comparison) leads and
+ * where it trails, worded from the ratios of this run. */
+static void summary_words(FILE *out, const struct run *run, int markdown)
+{
+    const char *dash = markdown ? "- " : "  ";
+    char lead[2048] = "", trail[2048] = "", even[1024] = "";
+    size_t nl = 0, nt = 0, ne = 0;
+    for (int i = 0; i < run->nwr; i++) {
+        const struct workload_result *wr = &run->wr[i];
+        int ref = reference_backend(run, wr), best = -1;
+        double best_ratio = 0, ratio;
+        if (ref < 0)
+            continue;
+        for (int b = 0; b < run->nbe; b++)
+            if (is_peer(run, b) && ratio_vs_reference(run, wr, b, &ratio) == 0 &&
+                (best < 0 || ratio < best_ratio)) {
+                best = b;
+                best_ratio = ratio;
+            }
+        if (best < 0)
+            continue;
+        if (best_ratio >= 1 + EVEN_BAND)
+            nl += (size_t)snprintf(lead + nl, sizeof lead - nl, "%s%s (next: %s %.2fx)",
+                                   nl ? ", " : "", wr->w->name, run->be[best].name, best_ratio);
+        else if (best_ratio <= 1 - EVEN_BAND)
+            nt += (size_t)snprintf(trail + nt, sizeof trail - nt, "%s%s (%s %.2fx)",
+                                   nt ? ", " : "", wr->w->name, run->be[best].name, best_ratio);
+        else
+            ne += (size_t)snprintf(even + ne, sizeof even - ne, "%s%s (%s %.2fx)",
+                                   ne ? ", " : "", wr->w->name, run->be[best].name, best_ratio);
+        nl = nl < sizeof lead ? nl : sizeof lead - 1;
+        nt = nt < sizeof trail ? nt : sizeof trail - 1;
+        ne = ne < sizeof even ? ne : sizeof even - 1;
+    }
+    fprintf(out, "%sdpmalloc (dpm-preload) leads every peer in: %s\n", dash,
+            nl ? lead : "none");
+    fprintf(out, "%sdpmalloc (dpm-preload) trails the best peer in: %s\n", dash,
+            nt ? trail : "none");
+    fprintf(out, "%swithin %.0f %% of the best peer in: %s\n", dash, EVEN_BAND * 100,
+            ne ? even : "none");
+    int native = -1, n = 0;
+    double sum_log = 0, ratio;
+    for (int b = 0; b < run->nbe; b++)
+        if (run->be[b].kind == BACKEND_NATIVE_DPM)
+            native = b;
+    for (int i = 0; native >= 0 && i < run->nwr; i++)
+        if (reference_backend(run, &run->wr[i]) != native &&
+            ratio_vs_reference(run, &run->wr[i], native, &ratio) == 0) {
+            sum_log += log(ratio);
+            n++;
+        }
+    if (n)
+        fprintf(out, "%sthe native dpm_ API (dpmalloc, linked) against the preloaded library: "
+                     "%.2fx over %d workloads (geometric mean; <1 = the native API is faster)\n",
+                dash, exp(sum_log / n), n);
+}
+
+/* Workloads whose ratios are not against dpm-preload (it does not run
+ * them, or was not selected): named under the summary. */
+static void summary_other_references(FILE *out, const struct run *run, int markdown)
+{
+    int base = baseline_index(run);
+    for (int i = 0; i < run->nwr; i++) {
+        int ref = reference_backend(run, &run->wr[i]);
+        if (ref >= 0 && ref != base)
+            fprintf(out, "%s%s: against %s (dpm-preload %s)\n", markdown ? "- " : "  ",
+                    run->wr[i].w->name, run->be[ref].name,
+                    base < 0 ? "not selected" : "does not run it");
+    }
+}
+
 void print_summary(FILE *out, const struct run *run)
 {
     struct table_style st = {0, 16};
-    fprintf(out, "\n== summary: time relative to dpmalloc, geometric mean of each workload's "
-                 "timed rows (>1 = slower than dpmalloc)\n");
+    fprintf(out, "\n== summary: time relative to dpm-preload (libdpmalloc.so preloaded, as every "
+                 "peer is), geometric mean of each workload's timed rows (>1 = slower than "
+                 "dpm-preload; dpmalloc = the native dpm_ API, linked)\n");
     summary_table(out, &st, run);
+    summary_other_references(out, run, 0);
+    summary_words(out, run, 0);
+    if (run->loaded)
+        print_load_warning(out, run, 0);
+}
+
+/* Other work on the machine shares the CPUs with the measured threads: the
+ * figures then measure the scheduler as much as the allocator. */
+void print_load_warning(FILE *out, const struct run *run, int markdown)
+{
+    fprintf(out, "%sWARNING%s: load average %.2f on %d CPUs, over half of them busy with other "
+                 "work%s: these figures are unreliable; rerun on a quiet machine\n",
+            markdown ? "> **" : "", markdown ? "**" : "", run->load_start, run->load_cpus,
+            run->load_forced ? " (assumed: --assume-loaded)" : "");
 }
 
 /* ---- machine --------------------------------------------------------------- */
@@ -227,19 +327,6 @@ static void cpu_model(char *buf, size_t len)
     }
     if (f)
         fclose(f);
-}
-
-/* The 1-minute load average: other work on the machine during a run. */
-static double load_average(void)
-{
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &load) != 1)
-            load = -1;
-        fclose(f);
-    }
-    return load;
 }
 
 void describe_machine(FILE *out, int markdown)
@@ -356,10 +443,13 @@ static void json_workload(FILE *f, const struct run *run, const struct workload_
     json_string(f, wr->w->name);
     fprintf(f, ", \"description\": ");
     json_string(f, wr->w->what);
+    int ref = reference_backend(run, wr);
+    fprintf(f, ", \"baseline\": ");
+    json_string(f, ref >= 0 ? run->be[ref].name : "");
     fprintf(f, ",\n      \"runs\": {");
     for (int b = 0; b < run->nbe; b++) {
         double ratio;
-        fprintf(f, "%s\n        \"%s\": {\"status\": \"%s\", \"seconds\": %.3f, \"ratio_vs_dpmalloc\": ",
+        fprintf(f, "%s\n        \"%s\": {\"status\": \"%s\", \"seconds\": %.3f, \"ratio_vs_baseline\": ",
                 b ? "," : "", run->be[b].name, status_name(wr->status[b]), wr->seconds[b]);
         if (ratio_vs_reference(run, wr, b, &ratio) == 0)
             fprintf(f, "%.4f", ratio);
@@ -408,7 +498,9 @@ int write_json(const struct run *run, const char *path)
             mode_name(run->mode));
     fprintf(f, "  \"started\": \"%s\",\n  \"rounds\": %d,\n  \"threads\": %d,\n", run->started,
             run->rounds, run->threads);
-    fprintf(f, "  \"ticks_hz\": %.0f,\n  \"command\": ", run->tsc_hz);
+    fprintf(f, "  \"ticks_hz\": %.0f,\n  \"load_average\": %.2f,\n  \"load_cpus\": %d,\n"
+               "  \"load_warning\": %s,\n  \"command\": ",
+            run->tsc_hz, run->load_start, run->load_cpus, run->loaded ? "true" : "false");
     json_string(f, run->command);
     fprintf(f, ",\n");
     json_machine(f);
@@ -469,12 +561,19 @@ int write_markdown(const struct run *run, const char *path, const char *plot_dir
         return -1;
     fprintf(f, "# dpmalloc benchmarks\n\n");
     fprintf(f, "Generated by `%s` (%s mode) on %s. Each cell is the median of up to %d rounds "
-               "after a warm-up round (fewer when a pair exceeds its time budget, as noted); min and max are in `results.json`/`results.csv`. Every "
-               "(workload, allocator) pair ran in a child process of its own; peers were "
-               "loaded with LD_PRELOAD. Ratios compare each allocator with dpmalloc's native "
-               "API in the same run (geometric mean of the timed rows; >1 = slower than "
-               "dpmalloc).\n\n",
+               "(fewer when a pair exceeds its time budget, as noted); min and max are in "
+               "`results.json`/`results.csv`. Every round of every (workload, allocator) pair "
+               "ran in a child process of its own, after a warm-up round in that child; peers "
+               "were loaded with LD_PRELOAD, and the rounds ran round-major (each round runs every "
+               "allocator once, in a rotating order). Ratios compare each allocator with "
+               "dpm-preload, libdpmalloc.so loaded with LD_PRELOAD like every peer, in the same "
+               "run (geometric mean of the timed rows; >1 = slower than dpm-preload); the "
+               "dpmalloc column is the native dpm_ API, linked statically.\n\n",
             run->command, mode_name(run->mode), run->started, run->rounds);
+    if (run->loaded) {
+        print_load_warning(f, run, 1);
+        fputs("\n", f);
+    }
     fprintf(f, "## Machine\n\n");
     describe_machine(f, 1);
     fprintf(f, "- %d threads for multi-threaded workloads, ticks at %.3f GHz (calibrated "
@@ -495,12 +594,17 @@ int write_markdown(const struct run *run, const char *path, const char *plot_dir
                "counters with per-core variables: [benchmarks-seed.md](benchmarks-seed.md) "
                "(`dpmbench --quick --workloads seed,seed-threads,counters --docs "
                "docs/benchmarks-seed.md`).\n");
-    fprintf(f, "\n## Summary\n\n");
+    fprintf(f, "\n## Summary\n\nTime relative to dpm-preload (>1 = slower than "
+               "dpm-preload).\n\n");
     summary_table(f, &st, run);
+    fputs("\n", f);
+    summary_other_references(f, run, 1);
+    summary_words(f, run, 1);
     if (plot_dir)
-        fprintf(f, "\n![multi-threaded throughput](%s/mt-throughput.png)\n\n"
+        fprintf(f, "\n![time relative to dpm-preload](%s/summary.png)\n\n"
+                   "![multi-threaded throughput](%s/mt-throughput.png)\n\n"
                    "![multi-threaded peak RSS](%s/mt-rss.png)\n",
-                plot_dir, plot_dir);
+                plot_dir, plot_dir, plot_dir);
     for (int i = 0; i < run->nwr; i++) {
         fprintf(f, "\n## %s\n\n%s.\n\n", run->wr[i].w->name, run->wr[i].w->what);
         markdown_plot(f, run->wr[i].w->name, plot_dir);

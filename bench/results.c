@@ -1,6 +1,8 @@
 /*
  * results.c - the parent's result store: rows of (case, metric) per
- * workload, and the ratio of every backend against dpmalloc in the same run.
+ * workload, the per-round values that make each median, and the ratio of
+ * every backend against the baseline (dpm-preload: the library preloaded,
+ * as every peer is) in the same run.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -72,17 +74,33 @@ int workload_runs_on(const struct workload *w, const struct backend_spec *be)
     return 0;
 }
 
-/* dpmalloc's native column, if it ran successfully for this workload. */
+/* The baseline column: dpm-preload, the library loaded the way every peer
+ * is (LD_PRELOAD, libc API), so a ratio compares allocators and not the
+ * cost of a preloaded call against a static one. -1 when not selected. */
+int baseline_index(const struct run *run)
+{
+    for (int b = 0; b < run->nbe; b++)
+        if (!strcmp(run->be[b].name, "dpm-preload"))
+            return b;
+    return -1;
+}
+
+/* This workload's reference: dpm-preload if it ran successfully, else
+ * dpmalloc's native column for the workloads dpm-preload does not run (the
+ * seed tables), or -1. */
 int reference_backend(const struct run *run, const struct workload_result *wr)
 {
+    int base = baseline_index(run);
+    if (base >= 0 && wr->status[base] != RUN_NOT_RUN)
+        return wr->status[base] == RUN_OK ? base : -1;
     for (int b = 0; b < run->nbe; b++)
         if (run->be[b].kind == BACKEND_NATIVE_DPM)
             return wr->status[b] == RUN_OK ? b : -1;
     return -1;
 }
 
-/* Geometric mean over the timed rows of backend/dpmalloc (time-like, so
- * throughput rows are inverted): 1.30 means 30 % slower than dpmalloc. */
+/* Geometric mean over the timed rows of backend/reference (time-like, so
+ * throughput rows are inverted): 1.30 means 30 % slower than the reference. */
 int ratio_vs_reference(const struct run *run, const struct workload_result *wr, int b,
                        double *ratio)
 {
@@ -102,4 +120,40 @@ int ratio_vs_reference(const struct run *run, const struct workload_result *wr, 
         return -1;
     *ratio = exp(sum_log / n);
     return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each round's child reported its own median; a row's median is the median
+ * of those (min and max were kept as the extremes over all rounds). */
+void finish_rows(struct workload_result *wr)
+{
+    for (int i = 0; i < wr->nrows; i++)
+        for (int b = 0; b < MAX_BACKENDS; b++) {
+            struct metric_row *r = &wr->rows[i];
+            int n = r->nround[b];
+            if (n == 0)
+                continue;
+            double v[MAX_ROUNDS];
+            memcpy(v, r->round_med[b], (size_t)n * sizeof v[0]);
+            qsort(v, (size_t)n, sizeof v[0], cmp_double);
+            r->med[b] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+        }
+}
+
+/* The 1-minute load average: other work on the machine during a run. */
+double load_average(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1;
+        fclose(f);
+    }
+    return load;
 }

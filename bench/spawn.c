@@ -2,7 +2,9 @@
  * spawn.c - the parent's side of one measurement: start a child (this
  * program with --child, LD_PRELOAD set for a peer, an alarm as the time
  * limit), read its records from the pipe while refreshing the progress
- * line, and record how it ended.
+ * line, and record how it ended. A child runs one round (after its own
+ * warm-up): the parent interleaves backends round by round (main.c), so
+ * other load on the machine falls on every backend alike.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,14 +18,15 @@
 
 #include "results.h"
 
+/* phase: the child's own round, 0 while it warms up */
 static void show_progress(const struct progress *pr, const char *wl, const char *be,
-                          int round, int rounds)
+                          int phase, int round, int rounds)
 {
     if (!pr->tty)
         return;
     double now = now_seconds();
-    fprintf(stderr, "\r\033[K[%d/%d] %-13s %-11s %s %d/%d  %5.1fs  (total %.0fs)", pr->done + 1,
-            pr->total, wl, be, round == 0 ? "warm-up" : "round", round == 0 ? 0 : round, rounds,
+    fprintf(stderr, "\r\033[K[%d/%d] %-13s %-11s round %d/%d%s  %5.1fs  (total %.0fs)",
+            pr->done + 1, pr->total, wl, be, round + 1, rounds, phase == 0 ? " warm-up" : "",
             now - pr->child_start, now - pr->run_start);
     fflush(stderr);
 }
@@ -37,7 +40,7 @@ static void note_append(char *notes, size_t cap, const char *text)
 }
 
 static void parse_record(struct workload_result *wr, int b, char *line, struct progress *pr,
-                         const char *be_name, int rounds)
+                         const char *be_name, int round, int rounds)
 {
     char *f[9];
     int n = 0;
@@ -52,33 +55,38 @@ static void parse_record(struct workload_result *wr, int b, char *line, struct p
         s = tab + 1;
     }
     if (f[0][0] == 'P' && n >= 3) {
-        show_progress(pr, wr->w->name, be_name, atoi(f[1]), rounds);
+        show_progress(pr, wr->w->name, be_name, atoi(f[1]), round, rounds);
     } else if (f[0][0] == 'W' && n >= 2) {
         note_append(wr->about, sizeof wr->about, f[1]);
     } else if (f[0][0] == 'N' && n >= 2) {
         note_append(wr->notes[b], sizeof wr->notes[b], f[1]);
     } else if (f[0][0] == 'M' && n >= 8) {
         struct metric_row *row = row_for(wr, f[1], f[2], f[3], f[4][0]);
+        double med = atof(f[5]), lo = atof(f[6]), hi = atof(f[7]);
+        if (!row->have[b] || lo < row->min[b])
+            row->min[b] = lo;
+        if (!row->have[b] || hi > row->max[b])
+            row->max[b] = hi;
         row->have[b] = 1;
-        row->med[b] = atof(f[5]);
-        row->min[b] = atof(f[6]);
-        row->max[b] = atof(f[7]);
+        row->med[b] = med;
+        if (row->nround[b] < MAX_ROUNDS)
+            row->round_med[b][row->nround[b]++] = med;
     }
 }
 
 /* Reads the child's records until it closes the pipe; between records the
  * progress line is refreshed twice a second so the elapsed time moves. */
 static void read_child_records(int fd, struct workload_result *wr, int b, struct progress *pr,
-                               const char *be_name, int rounds)
+                               const char *be_name, int round, int rounds)
 {
     char buf[8192];
     size_t have = 0;
-    int round = 0;
+    int phase = 0;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int ready = poll(&p, 1, 500);
         if (ready == 0) {
-            show_progress(pr, wr->w->name, be_name, round, rounds);
+            show_progress(pr, wr->w->name, be_name, phase, round, rounds);
             continue;
         }
         if (ready < 0 && errno == EINTR)
@@ -92,8 +100,8 @@ static void read_child_records(int fd, struct workload_result *wr, int b, struct
         while ((nl = strchr(line, '\n'))) {
             *nl = 0;
             if (line[0] == 'P')
-                round = atoi(line + 2);
-            parse_record(wr, b, line, pr, be_name, rounds);
+                phase = atoi(line + 2);
+            parse_record(wr, b, line, pr, be_name, round, rounds);
             line = nl + 1;
         }
         have = strlen(line);
@@ -119,7 +127,8 @@ static void exec_child(const struct options *o, const struct backend_spec *spec,
                                                         : "libc";
     const char *mode = o->mode == MODE_FULL ? "--full" : o->mode == MODE_QUICK ? "--quick"
                                                                                : "--smoke";
-    snprintf(rounds, sizeof rounds, "%d", o->rounds);
+    /* one measured round per child: the parent runs the rounds */
+    snprintf(rounds, sizeof rounds, "%d", 1);
     snprintf(threads, sizeof threads, "%d", o->threads);
     snprintf(hz, sizeof hz, "%.0f", tsc_hz);
     snprintf(budget, sizeof budget, "%.1f", o->budget_s);
@@ -158,7 +167,7 @@ static void record_exit(struct workload_result *wr, int b, int status)
 }
 
 void run_one(const struct options *o, struct run *run, struct workload_result *wr, int b,
-                    struct progress *pr)
+             int round, struct progress *pr)
 {
     int fds[2];
     if (pipe(fds) != 0) {
@@ -167,19 +176,20 @@ void run_one(const struct options *o, struct run *run, struct workload_result *w
     }
     fflush(NULL);
     pr->child_start = now_seconds();
-    show_progress(pr, wr->w->name, run->be[b].name, 0, o->rounds);
+    show_progress(pr, wr->w->name, run->be[b].name, 0, round, o->rounds);
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[0]);
         exec_child(o, &run->be[b], wr->w->name, fds[1], run->tsc_hz);
     }
     close(fds[1]);
-    read_child_records(fds[0], wr, b, pr, run->be[b].name, o->rounds);
+    read_child_records(fds[0], wr, b, pr, run->be[b].name, round, o->rounds);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     record_exit(wr, b, status);
-    wr->seconds[b] = now_seconds() - pr->child_start;
+    wr->seconds[b] += now_seconds() - pr->child_start;
+    wr->rounds_done[b]++;
     if (wr->status[b] == RUN_UNAVAILABLE) {
         /* e.g. rte_eal_init refused (not root): drop the column for the run */
         run->be[b].missing = "could not start in the child (for rte_malloc: rte_eal_init "
@@ -193,6 +203,6 @@ void run_one(const struct options *o, struct run *run, struct workload_result *w
         fprintf(stderr, "%sdpmbench: %s on %s FAILED: %s\n", pr->tty ? "\r\033[K" : "",
                 wr->w->name, run->be[b].name, wr->why[b]);
     else if (!pr->tty)
-        fprintf(stderr, "dpmbench: %-13s %-11s done in %.1fs\n", wr->w->name, run->be[b].name,
-                wr->seconds[b]);
+        fprintf(stderr, "dpmbench: %-13s %-11s round %d/%d done in %.1fs\n", wr->w->name,
+                run->be[b].name, round + 1, o->rounds, now_seconds() - pr->child_start);
 }
