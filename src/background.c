@@ -21,6 +21,13 @@ static bool wanted, running, stopping;
  * second thread; started_automatically: the running thread came from it,
  * so a forked child (one thread) waits again. */
 static bool automatic, started_automatically;
+/* The thread that forked, in the child: glibc keeps a process that once
+ * had threads "not single-threaded" in its children, so there automatic
+ * mode waits for a slow path of a thread the child made itself (a child
+ * that only runs the forking thread, as most do before exec, gets no
+ * thread; a child of a multi-threaded process may not even be able to
+ * start one safely). */
+static __thread bool forked_here;
 static pthread_t thread;
 static pthread_mutex_t bg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
@@ -104,7 +111,7 @@ void background_maybe_start(void)
 {
     /* Automatic mode with one thread: the request stays pending, at the
      * cost of this test on slow paths (no lock, no store). */
-    if (process_single_threaded() && !__atomic_load_n(&wanted, __ATOMIC_RELAXED))
+    if ((process_single_threaded() || forked_here) && !__atomic_load_n(&wanted, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&bg_lock);
     /* Without /proc the thread could not see that it is the last one
@@ -192,6 +199,7 @@ void background_postfork_child(void)
     running = false;   /* threads do not survive fork: restart on demand */
     stopping = false;
     on_background_thread = false;   /* forked from a callback it ran: the child's only thread */
+    forked_here = true;
     if (started_automatically) {   /* the child has one thread: wait for a second again */
         __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
         started_automatically = false;
