@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>   /* the ctl values: "epoch" and the stats.* counters are uint64_t */
 
 #ifdef __cplusplus
 extern "C" {
