@@ -82,30 +82,31 @@ static handler_fn current_handler() { return stdcxx_get_new_handler(); }
 #pragma weak dlclose
 
 /* name as the C++ runtime defines it, or nullptr where none is loaded.
- * First the definition that follows ours in the global scope (RTLD_NEXT):
- * whichever runtime the program uses, libstdc++, or libc++ with
- * libc++abi, and never one of our own operators, which come before it.
- * Then a runtime that a dlopen()ed library brought with RTLD_LOCAL
- * (outside the global scope a weak reference is bound in), looked up
- * through its own handle, so again its definition. */
+ * First in the runtimes known by soname, libstdc++ and libc++ with
+ * libc++abi, through their own handles: their definitions, never one of
+ * ours that interposes them, and found also when a dlopen()ed library
+ * brought the runtime with RTLD_LOCAL (outside the global scope a weak
+ * reference is bound in). Then, for a runtime of another name, the
+ * definition that follows ours in the global scope (RTLD_NEXT). Known
+ * names come first so that another allocator preloaded after dpmalloc,
+ * which may define the operators too, is not taken for the runtime. */
 static void *runtime_lookup(const char *name)
 {
     if (dlsym == nullptr)
         return nullptr;
-    void *sym = dlsym(RTLD_NEXT, name);
-    if (sym != nullptr || dlopen == nullptr || dlclose == nullptr)
-        return sym;
-    static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
-    for (const char *soname : runtimes) {
-        void *lib = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
-        if (lib == nullptr)
-            continue;
-        sym = dlsym(lib, name);
-        dlclose(lib);   /* only drops the reference RTLD_NOLOAD took */
-        if (sym != nullptr)
-            return sym;
+    if (dlopen != nullptr && dlclose != nullptr) {
+        static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
+        for (const char *soname : runtimes) {
+            void *lib = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+            if (lib == nullptr)
+                continue;
+            void *sym = dlsym(lib, name);
+            dlclose(lib);   /* only drops the reference RTLD_NOLOAD took */
+            if (sym != nullptr)
+                return sym;
+        }
     }
-    return nullptr;
+    return dlsym(RTLD_NEXT, name);
 }
 
 static handler_fn current_handler()
