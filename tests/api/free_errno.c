@@ -114,12 +114,13 @@ static bool exhaust_around(void *p, struct budget *bg)
         return false;
     }
     long limit = max_map_count();
-    bg->control = mmap(NULL, 3 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *control = mmap(NULL, 3 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bg->control = control == MAP_FAILED ? NULL : control;
     bg->bytes = ((size_t)limit + 16) * page;
-    bg->region = mmap(NULL, bg->bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (bg->control == MAP_FAILED || bg->region == MAP_FAILED) {
+    void *region = mmap(NULL, bg->bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    bg->region = region == MAP_FAILED ? NULL : region;
+    if (bg->control == NULL || bg->region == NULL) {
         TEST_FAIL("mmap of the filler: %s", strerror(errno));
-        bg->control = bg->region = NULL;
         return false;
     }
     /* Page i leaves the region's tail VMA with a protection that differs
