@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>   /* the ctl values: "epoch" and the stats.* counters are uint64_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -328,8 +329,9 @@ void *dpm_realloc_socket(void *p, size_t size, size_t align, int socket) DPM_ATT
  * @param flags
  *   0 or DPM_RESERVE_NO_HUGEPAGES | DPM_RESERVE_MLOCK.
  * @return
- *   0, EINVAL (0 bytes, no such node online), ENOMEM, or mlock's errno
- *   (EPERM, ENOMEM) with nothing reserved.
+ *   0, EINVAL (0 bytes, a flag not listed above, no such node online),
+ *   ENOMEM (more than the system can give, any size however large), or
+ *   mlock's errno (EPERM, ENOMEM), with nothing reserved.
  */
 int dpm_reserve(size_t bytes, int socket, unsigned flags);
 

@@ -219,13 +219,22 @@ static void free_large(void *p, span_t *s, const char *call)
     free_home(p, s);
 }
 
+/* free keeps errno (POSIX.1-2024): the slow paths below may make system
+ * calls that fail, such as a munmap that the kernel refuses at
+ * vm.max_map_count, or sleep in a futex (EAGAIN, EINTR); free_fast makes
+ * none. So both ways out of free_fast, free_slow and free_leaf_miss,
+ * restore the caller's errno, and every free (free, free_sized,
+ * free_aligned_sized, dpm_free, realloc to 0, operator delete) goes
+ * through free_fast. */
 void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
+    int *err = &errno, saved = *err;
     if (span != NULL && span->kind == SPAN_LARGE && likely(!opt.stats_cycles)) {
         __builtin_prefetch(&tls_thread.tcache->large);
         free_large(p, span, call);
+        *err = saved;
         return;
     }
     /* a large block's free reads the span's second line and the large
@@ -235,14 +244,16 @@ void free_slow(void *p, span_t *span, const char *call)
     span_t *s = checked_span_of(p, span, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
+        *err = saved;
         return;
     }
     uint64_t t0 = cpu_cycles();
     free_slow_body(p, s, call);
     sample_record(false, t0);
+    *err = saved;
 }
 
-void free_leaf_miss(void *p, const char *call)
+static void free_leaf_miss_body(void *p, const char *call)
 {
     tcache_t *tc = tcache_mine();
     uintptr_t a = (uintptr_t)p;
@@ -266,6 +277,13 @@ void free_leaf_miss(void *p, const char *call)
      * are not async-signal-safe (include/dpmalloc.h). */
     thread_leaf_set(a, leaf);
     free_fast(p, call);
+}
+
+void free_leaf_miss(void *p, const char *call)
+{
+    int *err = &errno, saved = *err;   /* as in free_slow */
+    free_leaf_miss_body(p, call);
+    *err = saved;
 }
 
 void *calloc_impl(size_t n, size_t size)

@@ -263,8 +263,12 @@ static void warm_metadata(arena_t *a, uintptr_t base, size_t bytes)
 
 int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
 {
-    if (bytes == 0 || bytes > ((size_t)1 << 46))
+    if (bytes == 0)
         return EINVAL;
+    /* Too big is ENOMEM, as for malloc: no machine has the 64 TiB this
+     * cap allows, and rounding a size near SIZE_MAX up would wrap. */
+    if (bytes > ((size_t)1 << 46))
+        return ENOMEM;
     unsigned lg_huge;
     void *m = map_reserve(&bytes, flags, &lg_huge);
     if (m == NULL)

@@ -70,12 +70,17 @@ LIBC_ENTRY int posix_memalign(void **out, size_t align, size_t size)
 {
     if (!is_pow2(align) || align % sizeof(void *) != 0)
         return EINVAL;
-    if (align > DPM_MAX_ALIGN)
+    /* Out of memory also sets errno, as malloc's does (and glibc's,
+     * jemalloc's, mimalloc's posix_memalign): a caller that reports
+     * strerror(errno) or perror() after the failure sees why. EINVAL
+     * leaves errno alone, as glibc does. */
+    if (align > DPM_MAX_ALIGN) {
+        errno = ENOMEM;
         return ENOMEM;
-    int saved = errno;
+    }
     void *p = aligned_at_impl(size, align, 0, false);
     if (p == NULL) {
-        errno = saved;
+        errno = ENOMEM;
         return ENOMEM;
     }
     DPM_ANN_ALLOC(p, size, false);

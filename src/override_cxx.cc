@@ -12,9 +12,10 @@
  *
  * libdpmalloc.so must not depend on the C++ runtime: preloaded into a C
  * program it may not load libstdc++. So its build of this file is without
- * exceptions and RTTI and reaches libstdc++ only through weak references
- * (a C++ program has it loaded, so they resolve) or, when libstdc++ came
- * later with a dlopen()ed library, by looking it up then (stdcxx_lookup).
+ * exceptions and RTTI and reaches the runtime (libstdc++, or libc++ with
+ * libc++abi: the names below are the Itanium ABI's, which both export)
+ * only through weak references (a C++ program has it loaded, so they
+ * resolve) or by looking it up when needed (runtime_lookup).
  * The handler's exception and the one thrown here unwind through these
  * frames by their .eh_frame tables (-fasynchronous-unwind-tables), which
  * need nothing from the runtime.
@@ -61,8 +62,9 @@ handler_fn stdcxx_get_new_handler() __asm__("_ZSt15get_new_handlerv");
 [[noreturn]] void stdcxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv");
 }
 #else
-/* libstdc++'s std::get_new_handler() and std::__throw_bad_alloc(): weak,
- * so null where no C++ runtime was loaded with the program. */
+/* The runtime's std::get_new_handler() and std::__throw_bad_alloc()
+ * (libstdc++ and libc++ both define them): weak, so null where no C++
+ * runtime was loaded with the program. */
 extern "C" {
 __attribute__((weak, visibility("default"))) handler_fn stdcxx_get_new_handler() __asm__("_ZSt15get_new_handlerv");
 __attribute__((weak, visibility("default"), noreturn)) void stdcxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv");
@@ -79,27 +81,39 @@ static handler_fn current_handler() { return stdcxx_get_new_handler(); }
 #pragma weak dlsym
 #pragma weak dlclose
 
-/* name in libstdc++ if it is loaded at all, also by a dlopen()ed library
- * with RTLD_LOCAL (outside the global scope a weak reference is bound
- * in); nullptr otherwise. The handle is libstdc++'s own, so the symbol is
- * its definition, never one of ours that interposes it. */
-static void *stdcxx_lookup(const char *name)
+/* name as the C++ runtime defines it, or nullptr where none is loaded.
+ * First in the runtimes known by soname, libstdc++ and libc++ with
+ * libc++abi, through their own handles: their definitions, never one of
+ * ours that interposes them, and found also when a dlopen()ed library
+ * brought the runtime with RTLD_LOCAL (outside the global scope a weak
+ * reference is bound in). Then, for a runtime of another name, the
+ * definition that follows ours in the global scope (RTLD_NEXT). Known
+ * names come first so that another allocator preloaded after dpmalloc,
+ * which may define the operators too, is not taken for the runtime. */
+static void *runtime_lookup(const char *name)
 {
-    if (dlopen == nullptr || dlsym == nullptr || dlclose == nullptr)
+    if (dlsym == nullptr)
         return nullptr;
-    void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    if (lib == nullptr)
-        return nullptr;
-    void *sym = dlsym(lib, name);
-    dlclose(lib);   /* only drops the reference RTLD_NOLOAD took */
-    return sym;
+    if (dlopen != nullptr && dlclose != nullptr) {
+        static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
+        for (const char *soname : runtimes) {
+            void *lib = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+            if (lib == nullptr)
+                continue;
+            void *sym = dlsym(lib, name);
+            dlclose(lib);   /* only drops the reference RTLD_NOLOAD took */
+            if (sym != nullptr)
+                return sym;
+        }
+    }
+    return dlsym(RTLD_NEXT, name);
 }
 
 static handler_fn current_handler()
 {
     get_handler_fn get = stdcxx_get_new_handler;
     if (get == nullptr)
-        get = reinterpret_cast<get_handler_fn>(stdcxx_lookup("_ZSt15get_new_handlerv"));
+        get = reinterpret_cast<get_handler_fn>(runtime_lookup("_ZSt15get_new_handlerv"));
     return get != nullptr ? get() : nullptr;
 }
 
@@ -107,12 +121,12 @@ static handler_fn current_handler()
 {
     throw_fn thrower = stdcxx_throw_bad_alloc;
     if (thrower == nullptr)
-        thrower = reinterpret_cast<throw_fn>(stdcxx_lookup("_ZSt17__throw_bad_allocv"));
+        thrower = reinterpret_cast<throw_fn>(runtime_lookup("_ZSt17__throw_bad_allocv"));
     if (thrower != nullptr)
         thrower();
     /* Only a C caller that looked the operator up by its mangled name
-     * gets here: no C++ code runs without libstdc++ loaded. */
-    dpm_warn3("operator new(): out of memory, and no C++ runtime (libstdc++) is loaded to throw std::bad_alloc",
+     * gets here: no C++ code runs without a C++ runtime loaded. */
+    dpm_warn3("operator new(): out of memory, and no C++ runtime (libstdc++, libc++) is loaded to throw std::bad_alloc",
               NULL, NULL);
     abort();
 }
@@ -136,25 +150,28 @@ void *cxx_new_retry(size_t size, size_t align, bool nothrow)
     if (nothrow) {
         if (current_handler() == nullptr)
             return nullptr;
-        const std::nothrow_t tag{};   /* not std::nothrow: that is libstdc++'s object */
+        const std::nothrow_t tag{};   /* not std::nothrow: that is the runtime's object */
         /* The handler may throw std::bad_alloc, which a nothrow new turns
-         * into nullptr: that takes a catch, which this file cannot have.
-         * libstdc++'s nothrow operator new is that catch around the
-         * throwing operator new, i.e. around ours (the loop below). */
+         * into nullptr: that takes a catch, and with it the runtime's
+         * personality routine and typeinfo, which this build must not
+         * depend on. Every C++ runtime's nothrow operator new (libstdc++'s,
+         * libc++abi's) is that catch around the throwing operator new,
+         * i.e. around ours (the loop below): the runtime the program
+         * uses catches its own exception. */
         if (align == 0) {
-            nothrow_new_fn f = reinterpret_cast<nothrow_new_fn>(stdcxx_lookup("_ZnwmRKSt9nothrow_t"));
+            nothrow_new_fn f = reinterpret_cast<nothrow_new_fn>(runtime_lookup("_ZnwmRKSt9nothrow_t"));
             if (f != nullptr)
                 return f(size, tag);
         } else {
             nothrow_new_aligned_fn f =
-                reinterpret_cast<nothrow_new_aligned_fn>(stdcxx_lookup("_ZnwmSt11align_val_tRKSt9nothrow_t"));
+                reinterpret_cast<nothrow_new_aligned_fn>(runtime_lookup("_ZnwmSt11align_val_tRKSt9nothrow_t"));
             if (f != nullptr)
                 return f(size, std::align_val_t(align), tag);
         }
-        /* A handler but no libstdc++ to look up: no C++ code runs
-         * then, only a C program calling the operator by name gets here
-         * (the handler is someone's get_new_handler override). The loop
-         * below, where a throwing handler's exception passes through. */
+        /* A handler but no runtime to look up: no C++ code runs then,
+         * only a C program calling the operator by name gets here (the
+         * handler is someone's get_new_handler override). The loop below,
+         * where a throwing handler's exception passes through. */
     }
     return new_loop(size, align, nothrow);
 #endif

@@ -221,6 +221,27 @@ TEST(reserve_shows_in_stats)
     EXPECT_EQ_I(dpm_reserve(1 << 20, 1000, 0), EINVAL);
 }
 
+/* A reserve larger than the machine can hold is ENOMEM at every size,
+ * also past the 64 TiB cap (EINVAL there before) and near SIZE_MAX, where
+ * rounding up to the page size would wrap; header and numa.md keep EINVAL
+ * for 0 bytes, unknown flags and a node that is not online. */
+TEST(reserve_too_big_is_enomem)
+{
+    static const size_t sizes[] = {(size_t)1 << 45, ((size_t)1 << 46) + 1, (size_t)1 << 47, (size_t)1 << 63,
+                                   SIZE_MAX - (4 << 20), SIZE_MAX};
+    static const int sockets[] = {DPM_SOCKET_ID_ANY, 0};
+    static const unsigned flags[] = {0, DPM_RESERVE_NO_HUGEPAGES, DPM_RESERVE_MLOCK};
+    size_t before = ctl_z("arenas.node.0.reserved");
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        for (size_t k = 0; k < sizeof(sockets) / sizeof(sockets[0]); k++)
+            for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++) {
+                int r = dpm_reserve(sizes[i], sockets[k], flags[f]);
+                EXPECT(r == ENOMEM, "dpm_reserve(%#zx, %d, %u) = %d (%s), want ENOMEM", sizes[i], sockets[k],
+                       flags[f], r, strerror(r));
+            }
+    EXPECT_EQ_U(ctl_z("arenas.node.0.reserved"), before);
+}
+
 TEST(reserve_with_hugepages_when_the_system_has_them)
 {
     FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r");
@@ -473,6 +494,7 @@ int main(int argc, char **argv)
     RUN(socket_variants);
     RUN(allocations_inside_a_reserve_take_no_page_faults);
     RUN(reserve_shows_in_stats);
+    RUN(reserve_too_big_is_enomem);
     RUN(reserve_with_hugepages_when_the_system_has_them);
     RUN(multi_node_arena_choice_on_a_fake_topology);
     RUN(sockets_of_offline_nodes_are_rejected);

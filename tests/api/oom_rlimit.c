@@ -5,7 +5,8 @@
  * In a child process RLIMIT_AS is set to the current address-space size
  * plus 384 MiB; the child then allocates until the allocator says no:
  * first 1 MiB blocks, then 256-byte blocks, then single pages. Every
- * failure must be NULL with errno ENOMEM (posix_memalign: return ENOMEM),
+ * failure must be NULL with errno ENOMEM (posix_memalign: return ENOMEM
+ * and errno ENOMEM),
  * including calloc, realloc, aligned_alloc, memalign, valloc. Then it frees
  * everything and must be able to allocate 64 MiB and many small blocks
  * again. The same is done once through the libc names and once through the
@@ -104,8 +105,11 @@ static void expect_every_call_enomem(void)
     EXPECT(p == NULL && errno == ENOMEM, "valloc(64M) = %p errno %d", p, errno);
     free(p);
     void *q = (void *)&q;
+    errno = 0;
     int rc = posix_memalign(&q, 64, big);
     EXPECT(rc == ENOMEM, "posix_memalign(64M) = %d", rc);
+    /* errno too, as malloc's failure sets it (glibc's does the same) */
+    EXPECT(errno == ENOMEM, "posix_memalign(64M) failed with errno %d, want ENOMEM", errno);
     EXPECT(q == (void *)&q, "posix_memalign changed *memptr on ENOMEM");
     /* realloc growing a live block fails and keeps it */
     unsigned char *s = malloc(32);

@@ -13,7 +13,9 @@ Each `code` span of that column must be one of:
   NAME              declared in include/dpmalloc.h, or DPMALLOC_CONF /
                     dpm_conf as read in src/conf.c.
 Anything else fails (an unchecked claim), and so does a row whose cell has
-no entry and does not say "none".
+no entry and does not say "none", and a "none" row whose peer function,
+less its mi_/je_/tc_ prefix, is a dpm_ function of include/dpmalloc.h
+(mimalloc's mi_good_size() has dpm_good_size()).
 
 usage: readme_table.py <source dir> <conf_child binary>
 """
@@ -96,6 +98,18 @@ def check(span):
     return f"`{span}` is no kind of entry this test can check"
 
 
+def none_claim_errors(peer, names):
+    """A 'none' row claims dpmalloc has no equivalent: a peer function
+    whose name without its prefix (mi_, je_, tc_) is a dpm_ function of
+    include/dpmalloc.h makes the claim false (mi_good_size: dpm_good_size)."""
+    errs = []
+    for fn in re.findall(r"`(?:[A-Za-z_:]+::)?([A-Za-z_]\w*)\(", names):
+        stem = re.sub(r"^(mi|je|tc)_", "", fn)
+        if re.search(r"\bdpm_%s\s*\(" % stem, header):
+            errs.append(f"{peer} {fn}(): the row says none, but include/dpmalloc.h declares dpm_{stem}()")
+    return errs
+
+
 nentries = 0
 for row in rows:
     cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
@@ -106,6 +120,8 @@ for row in rows:
     spans = re.findall(r"`([^`]+)`", cell)
     if not spans and not cell.startswith("none"):
         failures.append(f"no entry and not 'none': {row}")
+    if cell.startswith("none"):
+        failures += none_claim_errors(cells[0], cells[1])
     for s in spans:
         nentries += 1
         err = check(s)

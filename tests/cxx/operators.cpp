@@ -1,12 +1,14 @@
 // operators.cpp - dpmalloc's global operator new/delete (src/override_cxx.cc),
 // linked (dpmalloc_static) and preloaded (TEST_PRELOAD, LD_PRELOAD):
-// operator new resolves to libdpmalloc (not libstdc++); every form
+// operator new resolves to libdpmalloc (not the C++ runtime); every form
 // round-trips (plain, array, nothrow, sized, aligned up to 2 MiB,
 // aligned nothrow, sized+aligned); new of an impossible size throws
 // std::bad_alloc (also aligned and array), nothrow forms return nullptr;
 // the new-handler is called, may throw bad_alloc into a nothrow new
 // (nullptr), and may free a reserve under RLIMIT_AS so that the
-// allocation succeeds. Under DPMALLOC_CONF=secure:true ("secure"
+// allocation succeeds. Built with g++ (libstdc++) and, where available,
+// with clang++ -stdlib=libc++ (libc++ and libc++abi: the
+// cxx_operators_libcxx_* tests). Under DPMALLOC_CONF=secure:true ("secure"
 // argument) a sized delete with a wrong size aborts in a child with
 // "dpmalloc: operator delete(): size does not match the block at 0x...".
 #include <dlfcn.h>
@@ -52,7 +54,7 @@ TEST(operator_new_is_dpmalloc)
     void *fns[] = {reinterpret_cast<void *>(nw), reinterpret_cast<void *>(dl), reinterpret_cast<void *>(nwa)};
     for (void *f : fns) {
         const char *obj = object_of(f);
-        if (std::strstr(obj, "libstdc++"))
+        if (std::strstr(obj, "libstdc++") || std::strstr(obj, "libc++"))
             TEST_FAIL("operator new/delete at %p resolves to %s", f, obj);
 #ifdef TEST_PRELOAD
         else if (!std::strstr(obj, "libdpmalloc"))
@@ -193,8 +195,10 @@ TEST(new_handler_called)
     handler_calls = 0;
     std::set_new_handler(handler_throws);
     EXPECT_NULL(keep(::operator new(huge_size, std::nothrow)));
+    EXPECT_NULL(keep(::operator new[](huge_size, std::nothrow)));
     EXPECT_NULL(keep(::operator new(huge_size, std::align_val_t(64), std::nothrow)));
-    EXPECT_EQ_I(handler_calls, 2);
+    EXPECT_NULL(keep(::operator new[](huge_size, std::align_val_t(64), std::nothrow)));
+    EXPECT_EQ_I(handler_calls, 4);
     std::set_new_handler(nullptr);
 }
 

@@ -5,7 +5,7 @@
  * still work when called by their mangled names (nothrow new gives NULL),
  * and a throwing new that fails, with no C++ runtime to throw
  * std::bad_alloc, aborts with "dpmalloc: operator new(): out of memory,
- * and no C++ runtime (libstdc++) is loaded to throw std::bad_alloc".
+ * and no C++ runtime (libstdc++, libc++) is loaded to throw std::bad_alloc".
  * Then a C++ library is dlopen()ed (RTLD_LOCAL, bringing libstdc++ in
  * late): bad_alloc, the new-handler and nothrow new work in it
  * (cxx_plugin.cpp).
@@ -89,7 +89,7 @@ TEST(failing_new_aborts_without_runtime)
     test_run_child(throwing_new_fails, NULL, &c, 30);
     EXPECT(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGABRT, "child %s, stderr: %s",
            test_describe_status(c.status, desc, sizeof desc), c.err);
-    EXPECT(strcmp(c.err, "dpmalloc: operator new(): out of memory, and no C++ runtime (libstdc++) "
+    EXPECT(strcmp(c.err, "dpmalloc: operator new(): out of memory, and no C++ runtime (libstdc++, libc++) "
                          "is loaded to throw std::bad_alloc\n") == 0,
            "stderr: %s", c.err);
 }

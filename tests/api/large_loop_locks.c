@@ -1,0 +1,152 @@
+/*
+ * large_loop_locks.c - what locks a same-size loop of big blocks takes
+ * (README, "Big blocks cached by budget"): dpm_free(dpm_malloc(64 KiB))
+ * served by the thread's large cache.
+ *
+ * Linked with -Wl,--wrap for pthread_mutex_lock and pthread_mutex_trylock,
+ * so every call the allocator makes to either is counted (per thread:
+ * only the looping thread's count). The arena's lock and bin locks are
+ * read from the stats (stats.arenas.<i>.mutexes.*.num_ops).
+ *
+ *   one thread:  no pthread lock call at all in the loop;
+ *   two threads: two per pair, the thread's own large cache's lock (put
+ *                at the free, take at the malloc), plus the arena lock
+ *                at most once per 64 pairs (the cache's decay tick of its
+ *                arena); no bin lock.
+ */
+#include "test.h"
+
+#include <dpmalloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#define PAIRS 20000
+#define BLOCK ((size_t)64 << 10)
+
+static _Thread_local uint64_t lock_calls;
+
+int __real_pthread_mutex_lock(pthread_mutex_t *m);
+int __real_pthread_mutex_trylock(pthread_mutex_t *m);
+int __wrap_pthread_mutex_lock(pthread_mutex_t *m);
+int __wrap_pthread_mutex_trylock(pthread_mutex_t *m);
+
+int __wrap_pthread_mutex_lock(pthread_mutex_t *m)
+{
+    lock_calls++;
+    return __real_pthread_mutex_lock(m);
+}
+
+int __wrap_pthread_mutex_trylock(pthread_mutex_t *m)
+{
+    lock_calls++;
+    return __real_pthread_mutex_trylock(m);
+}
+
+static uint64_t stat_u64(const char *fmt, unsigned arena)
+{
+    char name[128];
+    uint64_t e = 1, v = 0;
+    size_t len = sizeof(e);
+    dpm_ctl("epoch", &e, &len, &e, sizeof(e));
+    snprintf(name, sizeof(name), fmt, arena);
+    len = sizeof(v);
+    int r = dpm_ctl(name, &v, &len, NULL, 0);
+    if (r != 0)
+        TEST_FAIL("dpm_ctl(%s) = %d", name, r);
+    return v;
+}
+
+static void loop(size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        void *p = dpm_malloc(BLOCK);
+        if (p == NULL) {
+            TEST_FAIL("dpm_malloc(%zu) = NULL", BLOCK);
+            return;
+        }
+        *(volatile char *)p = 1;
+        dpm_free(p);
+    }
+}
+
+struct counts {
+    uint64_t calls, arena_ops, bin_ops;
+};
+
+/* What n pairs take, less what the reading of the stats takes itself
+ * (the epoch's refresh locks the arena and every bin). */
+static struct counts run(size_t n, unsigned arena)
+{
+    uint64_t a0 = stat_u64("stats.arenas.%u.mutexes.arena.num_ops", arena);
+    uint64_t b0 = stat_u64("stats.arenas.%u.mutexes.bins.num_ops", arena);
+    uint64_t c0 = lock_calls;
+    loop(n);
+    struct counts c = {lock_calls - c0, 0, 0};
+    c.arena_ops = stat_u64("stats.arenas.%u.mutexes.arena.num_ops", arena) - a0;
+    c.bin_ops = stat_u64("stats.arenas.%u.mutexes.bins.num_ops", arena) - b0;
+    return c;
+}
+
+static struct counts measure(void)
+{
+    unsigned arena = 0;
+    size_t len = sizeof(arena);
+    EXPECT_EQ_I(dpm_ctl("thread.arena", &arena, &len, NULL, 0), 0);
+    loop(64);   /* the block is in the cache, the cache has its reservation */
+    struct counts base = run(0, arena), c = run(PAIRS, arena);
+    c.calls -= base.calls;
+    c.arena_ops -= base.arena_ops;
+    c.bin_ops -= base.bin_ops;
+    printf("  %u pairs of %zu KiB: %llu pthread lock calls, %llu arena lock acquisitions, %llu bin lock "
+           "acquisitions\n",
+           PAIRS, BLOCK >> 10, (unsigned long long)c.calls, (unsigned long long)c.arena_ops,
+           (unsigned long long)c.bin_ops);
+    return c;
+}
+
+TEST(one_thread_takes_no_lock)
+{
+    struct counts c = measure();
+    EXPECT(c.calls == 0, "%llu pthread lock calls in %u pairs with one thread, want 0",
+           (unsigned long long)c.calls, PAIRS);
+    EXPECT(c.bin_ops == 0, "%llu bin lock acquisitions", (unsigned long long)c.bin_ops);
+}
+
+static int wake[2];
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    char ch;
+    while (read(wake[0], &ch, 1) < 0) {
+    }
+    return NULL;
+}
+
+TEST(two_threads_take_only_the_own_cache_lock)
+{
+    pthread_t t;
+    if (pipe(wake) != 0 || pthread_create(&t, NULL, sleeper, NULL) != 0) {
+        TEST_FAIL("could not start the second thread");
+        return;
+    }
+    struct counts c = measure();
+    EXPECT(c.calls == 2 * (uint64_t)PAIRS + c.arena_ops,
+           "%llu pthread lock calls in %u pairs with %llu arena lock acquisitions, want 2 per pair (the own "
+           "cache's lock) and one per arena lock acquisition",
+           (unsigned long long)c.calls, PAIRS, (unsigned long long)c.arena_ops);
+    EXPECT(c.arena_ops <= PAIRS / 64 + 2, "%llu arena lock acquisitions in %u pairs, want at most one per 64",
+           (unsigned long long)c.arena_ops, PAIRS);
+    EXPECT(c.bin_ops == 0, "%llu bin lock acquisitions", (unsigned long long)c.bin_ops);
+    if (write(wake[1], "x", 1) != 1)
+        TEST_FAIL("write to the sleeper");
+    pthread_join(t, NULL);
+}
+
+int main(void)
+{
+    RUN(one_thread_takes_no_lock);
+    RUN(two_threads_take_only_the_own_cache_lock);
+    return test_done();
+}
