@@ -54,7 +54,8 @@ static uint64_t next(void)
     return rng;
 }
 
-/* first and last byte carry the slot and size: a block handed out twice or overwritten shows */
+/* first and last byte carry the slot and size: a block handed out twice or overwritten shows (a
+ * 1-byte block: its one byte, the last tag) */
 static void fill(unsigned i)
 {
     unsigned char *p = slot[i];
@@ -64,11 +65,12 @@ static void fill(unsigned i)
 static int intact(unsigned i)
 {
     const unsigned char *p = slot[i];
-    return p == NULL || (p[0] == (unsigned char)(i ^ slot_size[i]) &&
+    return p == NULL || ((slot_size[i] == 1 || p[0] == (unsigned char)(i ^ slot_size[i])) &&
                          p[slot_size[i] - 1] == (unsigned char)(i + slot_size[i]));
 }
 
-/* one free and one allocation of a random slot; 0 if a block was not what it held */
+/* one free and one allocation of a random slot; 0 if a block was not what it held, -1 if malloc
+ * failed */
 static int step(void)
 {
     unsigned i = (unsigned)(next() % NSLOTS);
@@ -79,7 +81,7 @@ static int step(void)
     size_t n = 1 + (size_t)(next() % 20480);
     slot[i] = malloc(n);
     if (slot[i] == NULL)
-        return 0;
+        return -1;
     slot_size[i] = n;
     fill(i);
     return 1;
@@ -89,9 +91,11 @@ static void child_main(void)
 {
     signal(SIGALRM, SIG_DFL);   /* a hang: killed by the watchdog, counted by the parent */
     alarm(10);
-    for (int k = 0; k < 200; k++)
-        if (!step())
-            _exit(2);
+    for (int k = 0; k < 200; k++) {
+        int r = step();
+        if (r <= 0)
+            _exit(r == 0 ? 2 : 3);
+    }
     for (unsigned i = 0; i < NSLOTS; i++) {
         if (!intact(i))
             _exit(2);
@@ -100,7 +104,7 @@ static void child_main(void)
     _exit(0);
 }
 
-static long died, hung, corrupt, reaped;
+static long died, hung, corrupt, nomem, reaped;
 static void account(int st)
 {
     reaped++;
@@ -108,6 +112,8 @@ static void account(int st)
         hung++;
     else if (WIFSIGNALED(st))
         died++;
+    else if (WEXITSTATUS(st) == 3)
+        nomem++;
     else if (WEXITSTATUS(st) != 0)
         corrupt++;
 }
@@ -128,9 +134,13 @@ int main(int argc, char **argv)
     setitimer(ITIMER_REAL, &it, NULL);
     int parent_bad = 0;
     while (forks < want && !parent_bad) {
-        for (int k = 0; k < 64; k++) {
-            if (!step())
-                parent_bad = 1;
+        for (int k = 0; k < 64 && !parent_bad; k++) {
+            int r = step();
+            if (r <= 0) {
+                parent_bad = r == 0 ? 1 : 2;
+                if (r < 0)
+                    perror("parent: malloc");
+            }
             if (in_child)
                 child_main();
         }
@@ -146,9 +156,11 @@ int main(int argc, char **argv)
         account(st);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("%ld forks (%ld reaped, %d fork errors) in %.1f s: %ld died, %ld hung, %ld found a block corrupted%s\n",
-           (long)forks, reaped, (int)fork_errors, s, died, hung, corrupt, parent_bad ? "; the PARENT's blocks are corrupted" : "");
-    int ok = !parent_bad && died == 0 && hung == 0 && corrupt == 0 && reaped == forks;
+    printf("%ld forks (%ld reaped, %d fork errors) in %.1f s: %ld died, %ld hung, %ld found a block corrupted, "
+           "%ld got NULL from malloc%s\n",
+           (long)forks, reaped, (int)fork_errors, s, died, hung, corrupt, nomem,
+           parent_bad == 1 ? "; the PARENT's blocks are corrupted" : parent_bad == 2 ? "; the PARENT got NULL" : "");
+    int ok = !parent_bad && died == 0 && hung == 0 && corrupt == 0 && nomem == 0 && reaped == forks;
     printf("%s\n", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
