@@ -78,15 +78,21 @@ void tcache_large_init(large_cache_t *lc, bool recycled)
     memset(lc->class_max, lc->nslots, sizeof(lc->class_max));
 }
 
-/* The per-class index of a block in the cache: the class its usable size
- * rounds up to (a grown block's usable size need not be a class size, and
- * a grown page run may be smaller than the large classes: it counts in
- * the first); below TC_LARGE_CLASSES, as cached blocks are at most
- * LARGE_ROUND_MAX. */
-DPM_INLINE unsigned large_class_index(size_t usable)
+/* The per-class index of a block in the cache: its span's class (that
+ * of its usable bytes when it was last allocated or resized; a grown
+ * block's usable size need not be a class size, and a page run below the
+ * large classes, from an aligned small request, counts in the first).
+ * Read from the span, not computed from the size, which would cost a
+ * put and a take some 20 instructions each; nothing changes it while the
+ * block is parked, so put and remove count it in the same class. Below
+ * TC_LARGE_CLASSES, as cached blocks are at most LARGE_ROUND_MAX. */
+DPM_INLINE unsigned large_class_of(const span_t *s)
 {
-    return usable <= SMALL_MAX ? 0 : sc_compute(usable) - NSMALL;
+    return s->size_class < NSMALL ? 0 : s->size_class - NSMALL;
 }
+
+/* The index a size's class has in class_max (size > SMALL_MAX). */
+static unsigned large_class_index(size_t size) { return sc_compute(size) - NSMALL; }
 
 /* Removes block i (lock held) and returns it, no longer parked. */
 DPM_INLINE span_t *large_remove(large_cache_t *lc, unsigned i)
@@ -95,7 +101,7 @@ DPM_INLINE span_t *large_remove(large_cache_t *lc, unsigned i)
     for (unsigned k = i + 1; k < lc->n; k++)
         lc->blocks[k - 1] = lc->blocks[k];
     lc->n--;
-    lc->class_n[large_class_index(s->usable)]--;
+    lc->class_n[large_class_of(s)]--;
     __atomic_store_n(&lc->bytes, lc->bytes - s->usable, __ATOMIC_RELAXED);
     __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
     return s;
@@ -218,7 +224,7 @@ static DPM_NOINLINE bool large_make_room(large_cache_t *lc, size_t need)
 static DPM_NOINLINE bool large_class_make_room(large_cache_t *lc, unsigned k)
 {
     for (unsigned i = 0; i < lc->n; i++)
-        if (large_class_index(lc->blocks[i]->usable) == k) {
+        if (large_class_of(lc->blocks[i]) == k) {
             arena_free_large(large_remove(lc, i));
             return true;
         }
@@ -250,7 +256,7 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
     if (threshold != 0 && span_bytes(s) >= threshold)
         return false;
-    unsigned k = large_class_index(s->usable);
+    unsigned k = large_class_of(s);
     lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
     /* The class's own limit first: its oldest block goes home to make room
      * (none with a limit of 0: the block goes home). */
@@ -459,7 +465,7 @@ unsigned tcache_large_slots_for(const tcache_t *tc, size_t size)
 {
     if (!large_cache_in_play(tc) || size <= SMALL_MAX || size > large_block_max())
         return 0;
-    return tc->large.class_max[large_class_index(sc_size(sc_compute(size)))];
+    return tc->large.class_max[large_class_index(size)];
 }
 
 bool tcache_large_range_cached(size_t lo, size_t hi)

@@ -6,7 +6,7 @@
  * it that policy. Each for the first start, a switch-on through the ctl, and the restart in a fork
  * child. The thread is now created with every signal blocked, SCHED_OTHER, every CPU the process
  * may use, and named dpmalloc_bg.
- * run: test_r24_bg_starter_state first|ctl|fork batch|fifo
+ * run: test_r24_bg_starter_state first|ctl|fork batch|idle|fifo
  *      (first and fork: DPMALLOC_CONF=background_thread:true); exit 77: fifo refused (no
  *      privilege) or only one CPU usable */
 #include <dpmalloc.h>
@@ -109,8 +109,7 @@ static int become_starter(void)
         return 2;
     struct sched_param sp = {.sched_priority = policy == SCHED_FIFO ? 1 : 0};
     if (sched_setscheduler(0, policy, &sp) != 0) {
-        printf("skip: sched_setscheduler(%s): %s\n", policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_BATCH",
-               strerror(errno));
+        printf("skip: sched_setscheduler(%d): %s\n", policy, strerror(errno));
         return 77;
     }
     return 0;
@@ -193,7 +192,8 @@ static int check_bg(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "first";
-    policy = argc > 2 && strcmp(argv[2], "fifo") == 0 ? SCHED_FIFO : SCHED_BATCH;
+    const char *pol = argc > 2 ? argv[2] : "batch";
+    policy = strcmp(pol, "fifo") == 0 ? SCHED_FIFO : strcmp(pol, "idle") == 0 ? SCHED_IDLE : SCHED_BATCH;
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm(30);
     if (strcmp(mode, "first") == 0) {
