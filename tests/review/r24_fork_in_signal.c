@@ -11,7 +11,7 @@
  * the parent's blocks included. This program checks the last part: every child returns from the
  * handler, then frees and allocates (checking every block's contents) and exits 0; the parent
  * counts children that died, hung (a 10 s watchdog in each) or found a block corrupted.
- * run: test_r24_fork_in_signal [forks]   (default 3000; the review ran 30000) */
+ * run: test_r24_fork_in_signal [forks]   (default 3000; ctest runs 2000; 30000 by hand) */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
