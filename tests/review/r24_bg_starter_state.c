@@ -6,7 +6,9 @@
  * it that policy. Each for the first start, a switch-on through the ctl, and the restart in a fork
  * child. The thread is now created with every signal blocked, SCHED_OTHER, every CPU the process
  * may use, and named dpmalloc_bg.
- * run: test_r24_bg_starter_state first|ctl|fork batch|idle|fifo
+ * idle_unpriv: a SCHED_IDLE starter without CAP_SYS_NICE and with RLIMIT_NICE 0, which may not
+ * raise a thread to SCHED_OTHER (EPERM): the thread starts all the same, with the starter's policy.
+ * run: test_r24_bg_starter_state first|ctl|fork batch|idle|idle_unpriv|fifo
  *      (first and fork: DPMALLOC_CONF=background_thread:true); exit 77: fifo refused (no
  *      privilege) or only one CPU usable */
 #include <dpmalloc.h>
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -89,6 +93,24 @@ static unsigned long long sigblk(pid_t t)
 
 static cpu_set_t allowed;   /* this thread's set before it pinned itself */
 static int policy;          /* the starter's policy */
+static bool unpriv;         /* idle_unpriv: SCHED_OTHER is out of the starter's reach */
+
+/* No CAP_SYS_NICE (as root too) and RLIMIT_NICE 0: leaving SCHED_IDLE is EPERM. */
+static int drop_nice_rights(void)
+{
+    struct rlimit rl = {0, 0};
+    if (setrlimit(RLIMIT_NICE, &rl) != 0)
+        return -1;
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        d[i].effective &= ~(i == CAP_SYS_NICE / 32 ? 1u << (CAP_SYS_NICE % 32) : 0u);
+        d[i].permitted &= ~(i == CAP_SYS_NICE / 32 ? 1u << (CAP_SYS_NICE % 32) : 0u);
+    }
+    return (int)syscall(SYS_capset, &h, d);
+}
 
 /* What the starter is: pinned to one CPU of its set, under `policy`. Signals: unblocked here;
  * blocked after the start, as a program that allocates before it sets up its signal thread. */
@@ -108,6 +130,10 @@ static int become_starter(void)
     if (sched_setaffinity(0, sizeof one, &one) != 0)
         return 2;
     struct sched_param sp = {.sched_priority = policy == SCHED_FIFO ? 1 : 0};
+    if (unpriv && drop_nice_rights() != 0) {
+        printf("skip: cannot drop CAP_SYS_NICE: %s\n", strerror(errno));
+        return 77;
+    }
     if (sched_setscheduler(0, policy, &sp) != 0) {
         printf("skip: sched_setscheduler(%d): %s\n", policy, strerror(errno));
         return 77;
@@ -164,8 +190,11 @@ static int check_bg(void)
     CHECK(CPU_EQUAL(&both, &allowed), "its affinity has %d of the %d CPUs the starter had before it pinned itself",
           CPU_COUNT(&both), CPU_COUNT(&allowed));
     int pol = sched_getscheduler(bg);
-    CHECK(pol == SCHED_OTHER, "its policy is %d, not SCHED_OTHER (%d); the starter's was %d", pol, SCHED_OTHER,
-          policy);
+    if (unpriv)   /* SCHED_OTHER refused: the starter's policy, and a thread all the same */
+        CHECK(pol == SCHED_IDLE, "its policy is %d, not the starter's SCHED_IDLE (%d)", pol, SCHED_IDLE);
+    else
+        CHECK(pol == SCHED_OTHER, "its policy is %d, not SCHED_OTHER (%d); the starter's was %d", pol, SCHED_OTHER,
+              policy);
     unsigned long long m = sigblk(bg);
     int must[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD, SIGPIPE};
     for (unsigned i = 0; i < sizeof must / sizeof must[0]; i++)
@@ -193,7 +222,8 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "first";
     const char *pol = argc > 2 ? argv[2] : "batch";
-    policy = strcmp(pol, "fifo") == 0 ? SCHED_FIFO : strcmp(pol, "idle") == 0 ? SCHED_IDLE : SCHED_BATCH;
+    unpriv = strcmp(pol, "idle_unpriv") == 0;
+    policy = strcmp(pol, "fifo") == 0 ? SCHED_FIFO : strncmp(pol, "idle", 4) == 0 ? SCHED_IDLE : SCHED_BATCH;
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm(30);
     if (strcmp(mode, "first") == 0) {
