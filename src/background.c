@@ -11,6 +11,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
 #include <time.h>
 
 bool background_pending;
@@ -65,6 +68,61 @@ static void decay_every_arena(void)
             continue;
         arena_decay_pass(a);
     }
+}
+
+static void *background_main(void *arg);
+
+/* The thread belongs to the process, not to whichever thread happened to
+ * start it (the first allocation, a ctl switch, a fork child's restart).
+ * Affinity: a starter pinned to one core (a DPDK lcore) would pin the
+ * thread to that isolated core. It asks for every CPU number there could
+ * be; the kernel keeps those that exist and that the cgroup's cpuset
+ * allows. 8192 bits cover any machine Linux builds for by default; the
+ * kernel ignores bits past its own CPU count. If nothing is left (EINVAL)
+ * the inherited set stays. Set by the starter once pthread_create returns,
+ * so that the thread is the process's before the start is reported, and
+ * not through the attributes: glibc's pthread_attr_setaffinity_np
+ * allocates, and the starter is inside the allocator. The name says whose
+ * thread it is in ps, top and /proc. */
+static void background_detach_from_starter(void)
+{
+    unsigned long all_cpus[8192 / (8 * sizeof(unsigned long))];
+    memset(all_cpus, 0xff, sizeof(all_cpus));
+    (void)pthread_setaffinity_np(thread, sizeof(all_cpus), (const cpu_set_t *)(void *)all_cpus);
+    (void)pthread_setname_np(thread, "dpmalloc_bg");
+}
+
+/* Signals: created with every signal blocked (the creator blocks them
+ * around pthread_create), so a signal meant for the program (a SIGTERM
+ * every program thread blocks and one sigwaits for) never lands on this
+ * thread, whose default action would kill the process. Scheduling:
+ * SCHED_OTHER, priority 0, whatever the starter ran under (a SCHED_FIFO
+ * starter would make the decay pass a real-time task). */
+static int background_create(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    int err = pthread_attr_init(&attr);
+    if (err == 0) {
+        struct sched_param sp;
+        memset(&sp, 0, sizeof(sp));
+        pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+        pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+        pthread_attr_setschedparam(&attr, &sp);
+        err = pthread_create(&thread, &attr, background_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    /* An explicit policy can be refused (EPERM: leaving SCHED_IDLE past
+     * RLIMIT_NICE, a seccomp filter): a thread with the inherited policy
+     * still decays, which is better than none. */
+    if (err == EPERM)
+        err = pthread_create(&thread, NULL, background_main, NULL);
+    if (err == 0)
+        background_detach_from_starter();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
 }
 
 static void *background_main(void *arg)
@@ -127,7 +185,7 @@ void background_maybe_start(void)
     __atomic_store_n(&background_pending, false, __ATOMIC_RELAXED);
     if (start) {
         stopping = false;
-        running = pthread_create(&thread, NULL, background_main, NULL) == 0;
+        running = background_create() == 0;
     }
     pthread_mutex_unlock(&bg_lock);
 }

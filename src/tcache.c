@@ -620,9 +620,15 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         tcache_create_for_thread();
     if (tls_state != THREAD_CACHED)
         return EPERM;
+    /* The large cache holds TC_LARGE_SLOTS_MAX blocks in all: a larger n
+     * for a class it holds is refused before anything changes, never cut
+     * down to what fits. */
+    bool large = tcache_large_range_cached(size_lo, size_hi);
+    if (large && n > TC_LARGE_SLOTS_MAX)
+        return EINVAL;
     tcache_t *tc = tcache_mine();
-    if (size_hi > SMALL_MAX)   /* large classes in the range: the large cache's slots */
-        tcache_large_set_slots(tc, n);
+    if (large)   /* each large class in the range: its own limit */
+        tcache_large_set_slots(tc, size_lo, size_hi, n);
     /* uncached while a bin is emptied and laid out again: a page source's
      * callback run by the flush must not push blocks into it */
     cache_suspend();

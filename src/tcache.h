@@ -102,6 +102,8 @@ typedef struct phased_stash {
 /* Freed large blocks (classes from 16 KiB up to tcache_max), oldest first,
  * within the byte budgets; see tcache_large.c. */
 #define TC_LARGE_SLOTS_MAX 64
+/* Large classes with a per-class limit: those a thread cache can hold. */
+#define TC_LARGE_CLASSES (TC_MAX_CLASSES - NSMALL)
 typedef struct large_cache {
     /* The first line holds what a put, a take and a resize into slack
      * read (they often run with a cold cache), with the oldest blocks. */
@@ -113,6 +115,11 @@ typedef struct large_cache {
     span_t *slack;               /* the live block whose slack `bytes` counts, or NULL */
     size_t slack_bytes;          /* its pages past its usable bytes */
     span_t *blocks[TC_LARGE_SLOTS_MAX];
+    /* Per large class (index: class - NSMALL; a grown block counts in the
+     * class its usable size rounds up to): blocks held, and at most how
+     * many (thread.tcache.ncached_max.write; nslots by default). */
+    uint8_t class_n[TC_LARGE_CLASSES];
+    uint8_t class_max[TC_LARGE_CLASSES];
     /* the owner on every op (elided while the process has one thread,
      * uncounted: nothing reports it), and reclaimers */
     dpm_mutex_t lock;
@@ -380,10 +387,17 @@ DPM_INLINE void tcache_large_slack_detach(span_t *s)
  * Any thread may call it. Returns the usable bytes sent home. */
 size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only);
 size_t tcache_large_bytes(const tcache_t *tc);
-/* Slots of tc's large cache if blocks of size's class are cached, else 0. */
+/* How many blocks of size's class tc's large cache may hold (0: the
+ * class is not cached). */
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
-/* thread.tcache.ncached_max.write for large classes (flushes first). */
-void tcache_large_set_slots(tcache_t *tc, unsigned n);
+/* Whether a large class with a size in [lo, hi] is one the large cache
+ * holds (thread.tcache.ncached_max.write checks its n against
+ * TC_LARGE_SLOTS_MAX before changing anything). */
+bool tcache_large_range_cached(size_t lo, size_t hi);
+/* thread.tcache.ncached_max.write for the large classes with a size in
+ * [lo, hi] (n <= TC_LARGE_SLOTS_MAX): each may hold n blocks; the cache's
+ * total grows to n if it was smaller. Flushes the cache first. */
+void tcache_large_set_slots(tcache_t *tc, size_t lo, size_t hi, unsigned n);
 /* Sends cached memory home and returns the bytes sent: the large
  * caches of every live thread (tcache_large_flush, under each cache's
  * lock; those of arena `only`, or all if NULL) and, unless idle_only, the

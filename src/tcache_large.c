@@ -19,6 +19,11 @@
 #include "global.h"
 #include "tcache.h"
 
+#include <string.h>
+
+_Static_assert(TC_LARGE_SLOTS_MAX <= UINT8_MAX, "per-class counts and limits are uint8_t");
+_Static_assert(LARGE_ROUND_MAX <= ((size_t)8 << 20), "cached large classes must index class_n below TC_LARGE_CLASSES");
+
 /* The cap over all threads is kept by reservation: a cache reserves what
  * it holds from tcache_large_bytes_total in steps of LARGE_RESERVE_STEP
  * (one compare-and-swap per step) before it holds it. A take that leaves
@@ -69,7 +74,25 @@ void tcache_large_init(large_cache_t *lc, bool recycled)
     lc->nslots = opt.tcache_nslots_large < TC_LARGE_SLOTS_MAX ? opt.tcache_nslots_large : TC_LARGE_SLOTS_MAX;
     if (large_block_max() <= SMALL_MAX)
         lc->nslots = 0;
+    memset(lc->class_n, 0, sizeof(lc->class_n));
+    memset(lc->class_max, lc->nslots, sizeof(lc->class_max));
 }
+
+/* The per-class index of a block in the cache: its span's class (that
+ * of its usable bytes when it was last allocated or resized; a grown
+ * block's usable size need not be a class size, and a page run below the
+ * large classes, from an aligned small request, counts in the first).
+ * Read from the span, not computed from the size, which would cost a
+ * put and a take some 20 instructions each; nothing changes it while the
+ * block is parked, so put and remove count it in the same class. Below
+ * TC_LARGE_CLASSES, as cached blocks are at most LARGE_ROUND_MAX. */
+DPM_INLINE unsigned large_class_of(const span_t *s)
+{
+    return s->size_class < NSMALL ? 0 : s->size_class - NSMALL;
+}
+
+/* The index a size's class has in class_max (size > SMALL_MAX). */
+static unsigned large_class_index(size_t size) { return sc_compute(size) - NSMALL; }
 
 /* Removes block i (lock held) and returns it, no longer parked. */
 DPM_INLINE span_t *large_remove(large_cache_t *lc, unsigned i)
@@ -78,6 +101,7 @@ DPM_INLINE span_t *large_remove(large_cache_t *lc, unsigned i)
     for (unsigned k = i + 1; k < lc->n; k++)
         lc->blocks[k - 1] = lc->blocks[k];
     lc->n--;
+    lc->class_n[large_class_of(s)]--;
     __atomic_store_n(&lc->bytes, lc->bytes - s->usable, __ATOMIC_RELAXED);
     __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
     return s;
@@ -195,6 +219,18 @@ static DPM_NOINLINE bool large_make_room(large_cache_t *lc, size_t need)
     return true;
 }
 
+/* Sends the oldest block of class index k home (lock held); false if the
+ * class holds none (its limit is 0). */
+static DPM_NOINLINE bool large_class_make_room(large_cache_t *lc, unsigned k)
+{
+    for (unsigned i = 0; i < lc->n; i++)
+        if (large_class_of(lc->blocks[i]) == k) {
+            arena_free_large(large_remove(lc, i));
+            return true;
+        }
+    return false;
+}
+
 /* A large class's size (put takes blocks of at most LARGE_ROUND_MAX):
  * arena_large_usable's formula, as the class table is one more cold line */
 static bool large_is_class_size(size_t usable)
@@ -220,7 +256,14 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
     if (threshold != 0 && span_bytes(s) >= threshold)
         return false;
+    unsigned k = large_class_of(s);
     lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
+    /* The class's own limit first: its oldest block goes home to make room
+     * (none with a limit of 0: the block goes home). */
+    if (lc->class_n[k] >= lc->class_max[k] && !large_class_make_room(lc, k)) {
+        mutex_unlock_elidable(&lc->lock, held);
+        return false;
+    }
     /* what a put most often finds: a free slot, and room in the budget and
      * in the reservation (large_make_room's loops, out of line, would
      * send nothing home) */
@@ -229,6 +272,7 @@ bool tcache_large_put(tcache_t *tc, span_t *s)
               large_make_room(lc, s->usable);
     if (ok) {
         __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
+        lc->class_n[k]++;
         lc->blocks[lc->n++] = s;
         __atomic_store_n(&lc->bytes, lc->bytes + s->usable, __ATOMIC_RELAXED);
         lc->used = true;
@@ -419,13 +463,36 @@ size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only)
 
 unsigned tcache_large_slots_for(const tcache_t *tc, size_t size)
 {
-    return large_cache_in_play(tc) && size > SMALL_MAX && size <= large_block_max() ? tc->large.nslots : 0;
+    if (!large_cache_in_play(tc) || size <= SMALL_MAX || size > large_block_max())
+        return 0;
+    return tc->large.class_max[large_class_index(size)];
 }
 
-void tcache_large_set_slots(tcache_t *tc, unsigned n)
+bool tcache_large_range_cached(size_t lo, size_t hi)
+{
+    size_t max = large_block_max();
+    for (unsigned c = NSMALL; c < NSMALL + TC_LARGE_CLASSES && sc_size(c) <= max; c++)
+        if (sc_size(c) >= lo && sc_size(c) <= hi)
+            return true;
+    return false;
+}
+
+void tcache_large_set_slots(tcache_t *tc, size_t lo, size_t hi, unsigned n)
 {
     tcache_large_flush(tc, false, NULL);
-    tc->large.nslots = n < TC_LARGE_SLOTS_MAX ? n : TC_LARGE_SLOTS_MAX;
+    large_cache_t *lc = &tc->large;
+    size_t max = large_block_max();
+    bool any = false;
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
+    for (unsigned c = NSMALL; c < NSMALL + TC_LARGE_CLASSES && sc_size(c) <= max; c++)
+        if (sc_size(c) >= lo && sc_size(c) <= hi) {
+            lc->class_max[c - NSMALL] = (uint8_t)n;
+            any = true;
+        }
+    /* honoured: the class can hold n blocks, not only the total's worth */
+    if (any && n > lc->nslots)
+        lc->nslots = (uint8_t)n;
+    mutex_unlock_elidable(&lc->lock, held);
 }
 
 size_t tcache_large_bytes(const tcache_t *tc) { return __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED); }
