@@ -64,6 +64,15 @@ DPM_INLINE unsigned sc_of_size(size_t size)
 
 DPM_INLINE size_t sc_size(unsigned c) { return sc_table[c].size; }
 
+/* The alignment of every object of small class c: the power-of-two factor
+ * of its size. A slab (unshifted grid) starts at a multiple of it when
+ * that is more than a page (sc_slab_align: 8192 is the only such class),
+ * so an aligned request whose size and alignment are at most the small
+ * classes' is a slab object, found in the thread cache, instead of a page
+ * run that takes a span descriptor and page-map ends of its own. */
+DPM_INLINE size_t sc_obj_align(unsigned c) { return (size_t)1 << sc_table[c].div_shift; }
+DPM_INLINE size_t sc_slab_align(unsigned c) { return sc_obj_align(c) > PAGE ? sc_obj_align(c) : PAGE; }
+
 /* Smallest class of at least size bytes whose size is a multiple of align
  * (align a power of two <= PAGE): its objects, laid from a page boundary,
  * are all aligned. At most SC_GROUP steps. */

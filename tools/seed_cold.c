@@ -1,0 +1,105 @@
+/*
+ * seed_cold.c - seed 000's loop as a program under LD_PRELOAD meets it:
+ * posix_memalign in a fresh process, no warm-up, batches of 2000 calls
+ * without frees, the seed's eight (size, alignment) pairs one after the
+ * other (or one pair, given on the command line). Prints ns per call and
+ * the minor faults (getrusage) of each batch, so that first touches of
+ * fresh memory are reported apart from the allocator's own work. The
+ * blocks of one pair are freed before the next pair starts, as a program
+ * that uses several sizes in turn would. With -t each block's first byte
+ * is written after its batch (outside the timing), as dpmbench's frag
+ * workload and a program that uses its blocks do. Used by
+ * tools/seed_cold.sh. With -k nothing is freed (to profile the
+ * allocations alone).
+ *
+ * Usage: seed_cold [-t] [-k] [-b batches] [-n calls] [size align ...]
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static const size_t seed_pairs[][2] = {
+    {64, 4096}, {1024, 4096}, {2048, 2048}, {4096, 4096},
+    {4096, 64}, {8192, 8192}, {16384, 16384}, {65536, 65536},
+};
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static long minflt(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+int main(int argc, char **argv)
+{
+    int batches = 5, calls = 2000, opt;
+    int touch = 0, keep = 0;
+    while ((opt = getopt(argc, argv, "tkb:n:")) != -1) {
+        if (opt == 't')
+            touch = 1;
+        else if (opt == 'k')
+            keep = 1;
+        else if (opt == 'b')
+            batches = atoi(optarg);
+        else if (opt == 'n')
+            calls = atoi(optarg);
+        else
+            return 2;
+    }
+    size_t pairs[64][2];
+    int npairs = 0;
+    if (optind + 1 < argc) {
+        for (int i = optind; i + 1 < argc && npairs < 64; i += 2, npairs++) {
+            pairs[npairs][0] = strtoull(argv[i], NULL, 0);
+            pairs[npairs][1] = strtoull(argv[i + 1], NULL, 0);
+        }
+    } else {
+        for (; npairs < 8; npairs++) {
+            pairs[npairs][0] = seed_pairs[npairs][0];
+            pairs[npairs][1] = seed_pairs[npairs][1];
+        }
+    }
+    if (batches < 1 || calls < 1)
+        return 2;
+    void **blocks = malloc(sizeof(void *) * (size_t)batches * (size_t)calls * (size_t)(keep ? npairs : 1));
+    if (blocks == NULL)
+        return 1;
+    /* the table is written before any pair, so its faults are no batch's */
+    size_t nslots = (size_t)batches * (size_t)calls * (size_t)(keep ? npairs : 1);
+    for (size_t i = 0; i < nslots; i++)
+        blocks[i] = NULL;
+    size_t n = 0;
+    printf("pair batch ns_per_call minflt\n");
+    for (int k = 0; k < npairs; k++) {
+        if (!keep)
+            n = 0;
+        for (int b = 0; b < batches; b++) {
+            long f0 = minflt();
+            double t0 = now_ns();
+            for (int i = 0; i < calls; i++)
+                if (posix_memalign(&blocks[n++], pairs[k][1], pairs[k][0]) != 0)
+                    return 1;
+            double t1 = now_ns();
+            long f1 = minflt();
+            printf("%zu/%zu %d %.1f %ld\n", pairs[k][0], pairs[k][1], b + 1, (t1 - t0) / calls, f1 - f0);
+            if (touch)
+                for (size_t i = n - (size_t)calls; i < n; i++)
+                    *(volatile char *)blocks[i] = (char)i;
+        }
+        for (size_t i = 0; i < n && !keep; i++)
+            free(blocks[i]);
+    }
+    if (!keep)
+        free(blocks);
+    return 0;
+}
