@@ -549,12 +549,17 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
-    } else if (off == 0 && align <= SMALL_MAX && size <= SMALL_MAX) {
+    } else if (off == 0 && align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
         /* slabs of such a class start at a multiple of its alignment
          * (sc_slab_align): aligned_alloc(8192, 8192) is a slab object */
         unsigned c = sc_of_size_aligned(size, align);
         if (c < NSMALL)
             return aligned_small(c, size, zero);
+        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX) {   /* its special bin (sizeclass.h), through the thread's stash */
+            void *p = phased_small(c, size, 0, zero);
+            if (p != NULL)
+                return p;
+        }
     }
     arena_t *a = thread_arena();
     if (a == NULL)
