@@ -9,9 +9,13 @@
 # median minor faults of batch 1 and of batch 5, and batches 1 and 5 with
 # the faults taken out at what one fault costs on this machine (measured
 # by each process, median over all: the "fault ns" line).
+# Times are the thread's CPU time per call (tools/seed_cold.c: on a shared
+# machine, time other processes ran on the CPU is not the allocator's).
 # Usage: tools/seed_cold.sh [rounds] [allocators...]
-#   (allocators: dpmalloc glibc jemalloc tcmalloc mimalloc; DPM=path of
-#   libdpmalloc.so, default build/libdpmalloc.so; MODES="seq alone")
+#   (allocators: dpmalloc glibc jemalloc tcmalloc mimalloc, and "before"
+#   when BEFORE=path of another libdpmalloc.so, interleaved with the rest;
+#   DPM=path of libdpmalloc.so, default build/libdpmalloc.so;
+#   MODES="seq alone")
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-5}
@@ -25,6 +29,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 "$src/tools/seed_cold.c" -o "$tmp/seed_cold"
 declare -A lib=([dpmalloc]=$dpm [glibc]="")
+[ -n "${BEFORE:-}" ] && lib[before]=$BEFORE
 for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
     [ -e "$d/libjemalloc.so.2" ] && lib[jemalloc]=$d/libjemalloc.so.2
     [ -e "$d/libtcmalloc_minimal.so.4" ] && lib[tcmalloc]=$d/libtcmalloc_minimal.so.4
