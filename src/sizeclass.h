@@ -83,8 +83,9 @@ DPM_INLINE size_t sc_slab_align(unsigned c) { return sc_obj_align(c) > PAGE ? sc
 #define SC_ALIGNED_SLAB_MAX ((size_t)65536)
 
 /* Smallest class of at least size bytes whose size is a multiple of align
- * (align a power of two <= PAGE): its objects, laid from a page boundary,
- * are all aligned. At most SC_GROUP steps. */
+ * (a power of two): its objects, laid from a page boundary, are all
+ * aligned (beyond PAGE, from a boundary of sc_slab_align). At most
+ * SC_GROUP steps. */
 unsigned sc_of_size_aligned(size_t size, size_t align);
 
 /* Size of class c by formula (used to build the table and by tests). */
