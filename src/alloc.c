@@ -552,7 +552,8 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     } else if (off == 0 && align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
         /* slabs of such a class start at a multiple of its alignment
          * (sc_slab_align): aligned_alloc(8192, 8192) is a slab object */
-        unsigned c = sc_of_size_aligned(size, align);
+        /* a power of two is a class of its own: size <= align needs no search */
+        unsigned c = size <= align ? sc_compute(align) : sc_of_size_aligned(size, align);
         if (c < NSMALL)
             return aligned_small(c, size, zero);
         if (sc_size(c) <= SC_ALIGNED_SLAB_MAX) {   /* its special bin (sizeclass.h), through the thread's stash */
