@@ -331,7 +331,7 @@ static bool size_fits_block(const span_t *s, size_t size)
     unsigned c = s->bin->size_class;
     if (sc_of_size(size) == c)
         return true;
-    for (size_t align = 2 * QUANTUM; align <= PAGE; align *= 2)
+    for (size_t align = 2 * QUANTUM; align <= PAGE || align <= sc_obj_align(c); align *= 2)
         if (sc_of_size_aligned(size, align) == c)
             return true;
     return false;
@@ -563,6 +563,18 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
+    } else if (off == 0 && align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
+        /* slabs of such a class start at a multiple of its alignment
+         * (sc_slab_align): aligned_alloc(8192, 8192) is a slab object */
+        /* a power of two is a class of its own: size <= align needs no search */
+        unsigned c = size <= align ? sc_compute(align) : sc_of_size_aligned(size, align);
+        if (c < NSMALL)
+            return aligned_small(c, size, zero);
+        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX) {   /* its special bin (sizeclass.h), through the thread's stash */
+            void *p = phased_small(c, size, 0, zero);
+            if (p != NULL)
+                return p;
+        }
     }
     arena_t *a = thread_arena();
     if (a == NULL)
@@ -587,7 +599,7 @@ static bool bad_alignment(size_t align)
 static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
 {
     size_t bytes = size == 0 ? 1 : size;
-    if (align <= PAGE) {
+    if (align <= SMALL_MAX) {   /* beyond a page: classes whose slabs are aligned (sc_slab_align) */
         unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
         bin_t *bin = c >= NSMALL ? NULL : typed ? arena_special_bin(a, c, 0, true) : &a->bins[c];
         void *p;

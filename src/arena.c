@@ -467,7 +467,9 @@ static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t 
  * first). Bin lock held; takes the arena lock (bin -> arena). */
 static span_t *slab_make(arena_t *a, const bin_t *bin, size_t *need_bytes)
 {
-    page_request_t req = {.npages = bin->slab_pages, .align = PAGE, .phase = 0};
+    /* a phased grid is shifted off the slab's alignment anyway */
+    size_t align = bin->phase == 0 ? sc_slab_align(bin->size_class) : PAGE;
+    page_request_t req = {.npages = bin->slab_pages, .align = align, .phase = 0};
     bool zeroed;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     span_t *s = heap_alloc(a, &held, &req, &zeroed, need_bytes);

@@ -22,6 +22,11 @@ void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t pha
     bin->phase = phase;
     bin->slab_pages = sc->slab_pages;
     bin->slab_objs = sc->slab_objs;
+    if (size_class >= NSMALL) {   /* an aligned bin of a large class (sizeclass.h) */
+        dpm_assert(sc->size <= SC_ALIGNED_SLAB_MAX && phase == 0);
+        bin->slab_pages = SC_ALIGNED_SLAB_PAGES;
+        bin->slab_objs = (uint32_t)(SC_ALIGNED_SLAB_PAGES * PAGE / sc->size);
+    }
     bin->size_class = size_class;
     bin->tcache_class = tcache_class;
     bin->typed = typed;

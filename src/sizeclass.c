@@ -43,12 +43,14 @@ static uint32_t slab_pages_for(size_t size, size_t min_objs, uint32_t max_pages)
     return 0;
 }
 
-/* Slabs of at least 16 objects where that takes at most 64 KiB: a slab
+/* Slabs of at least 16 objects where that takes at most 128 KiB: a slab
  * that empties goes back to the page heap, and with 4-object slabs a
  * program freeing a thousand 1 KiB blocks would make 250 page-heap round
- * trips. Bigger objects settle for 4 per slab. */
+ * trips (and one allocating 8 KiB blocks would take a span descriptor, a
+ * carve and a fault of fresh metadata every few blocks). Bigger objects
+ * settle for 4 per slab. */
 #define SLAB_GOOD_OBJS 16
-#define SLAB_GOOD_MAX_PAGES 16
+#define SLAB_GOOD_MAX_PAGES 32
 
 static void default_slab_shape(size_t size, uint32_t *pages, uint32_t *objs)
 {

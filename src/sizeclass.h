@@ -64,9 +64,28 @@ DPM_INLINE unsigned sc_of_size(size_t size)
 
 DPM_INLINE size_t sc_size(unsigned c) { return sc_table[c].size; }
 
+/* The alignment of every object of small class c: the power-of-two factor
+ * of its size. A slab (unshifted grid) starts at a multiple of it when
+ * that is more than a page (sc_slab_align: 8192 is the only such class),
+ * so an aligned request whose size and alignment are at most the small
+ * classes' is a slab object, found in the thread cache, instead of a page
+ * run that takes a span descriptor and page-map ends of its own. */
+DPM_INLINE size_t sc_obj_align(unsigned c) { return (size_t)1 << sc_table[c].div_shift; }
+DPM_INLINE size_t sc_slab_align(unsigned c) { return sc_obj_align(c) > PAGE ? sc_obj_align(c) : PAGE; }
+
+/* The large classes up to 64 KiB have slabs too, in one special bin per
+ * class and arena that only aligned requests reach (alignment above a
+ * page, size and alignment at most 64 KiB): 4-16 objects per 256 KiB slab,
+ * aligned to the class's power-of-two factor, per span descriptor and
+ * carve, where a page run takes one each. malloc(16384) stays a page run,
+ * which realloc can grow in place. */
+#define SC_ALIGNED_SLAB_PAGES SLAB_MAX_PAGES
+#define SC_ALIGNED_SLAB_MAX ((size_t)65536)
+
 /* Smallest class of at least size bytes whose size is a multiple of align
- * (align a power of two <= PAGE): its objects, laid from a page boundary,
- * are all aligned. At most SC_GROUP steps. */
+ * (a power of two): its objects, laid from a page boundary, are all
+ * aligned (beyond PAGE, from a boundary of sc_slab_align). At most
+ * SC_GROUP steps. */
 unsigned sc_of_size_aligned(size_t size, size_t align);
 
 /* Size of class c by formula (used to build the table and by tests). */

@@ -1,0 +1,175 @@
+/*
+ * aligned_slab.c - an aligned request whose size and alignment fit the
+ * small classes is a slab object (seed 000's loop cold, issue 20): slabs
+ * of a class with a power-of-two factor above a page (8192) start at a
+ * multiple of it, so posix_memalign(8192, 8192) and friends pop from the
+ * thread cache instead of carving a page run with a span descriptor and
+ * page-map ends of their own, and 8 KiB slabs hold 16 objects, so a
+ * fresh process's 8 KiB blocks take one slab (descriptor, carve) per 16.
+ * The large classes up to 64 KiB have slabs for aligned requests too, in
+ * special bins (sizeclass.h, SC_ALIGNED_SLAB_MAX).
+ *
+ * Checked structurally: no large allocation is counted for such requests
+ * (stats.arenas.<i>.large.nmalloc), every block has its alignment and is
+ * distinct, and the 8 KiB class's slabs hold at least 16 objects in at
+ * most 128 KiB. Sized frees of these blocks pass the secure mode's check
+ * (the ctest entry api_aligned_slab_secure runs this with secure:true,
+ * where a size the check did not expect aborts).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dpmalloc.h"
+#include "test.h"
+
+#define N 2000
+
+static void refresh(void)
+{
+    uint64_t e = 1;
+    EXPECT_EQ_I(dpm_ctl("epoch", NULL, NULL, &e, sizeof e), 0);
+}
+
+static unsigned my_arena(void)
+{
+    unsigned a = 0;
+    size_t len = sizeof a;
+    EXPECT_EQ_I(dpm_ctl("thread.arena", &a, &len, NULL, 0), 0);
+    return a;
+}
+
+static uint64_t arena_count(unsigned arena, const char *what)
+{
+    char name[64];
+    uint64_t v = 0;
+    size_t len = sizeof v;
+    snprintf(name, sizeof name, "stats.arenas.%u.%s", arena, what);
+    refresh();
+    EXPECT_EQ_I(dpm_ctl(name, &v, &len, NULL, 0), 0);
+    return v;
+}
+
+static uint64_t large_nmalloc(unsigned arena) { return arena_count(arena, "large.nmalloc"); }
+
+static void *blocks[N];
+
+static void slab_served(size_t size, size_t align)
+{
+    unsigned arena = my_arena();
+    /* blocks the cache holds from earlier tests were counted then */
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    uint64_t before = large_nmalloc(arena), small_before = arena_count(arena, "small.nmalloc");
+    for (int i = 0; i < N; i++) {
+        blocks[i] = dpm_malloc_aligned(size, align);
+        EXPECT_NONNULL(blocks[i]);
+        EXPECT_ALIGNED(blocks[i], align);
+        EXPECT_GE_U(dpm_usable_size(blocks[i]), size);
+        memset(blocks[i], 0x5a, size);
+    }
+    uint64_t after = large_nmalloc(arena);
+    if (after != before)
+        TEST_FAIL("%d blocks of %zu bytes aligned to %zu took %llu large allocations (page runs)", N, size, align,
+                  (unsigned long long)(after - before));
+    /* they count as small blocks (docs/stats.md) */
+    EXPECT_GE_U(arena_count(arena, "small.nmalloc") - small_before, N);
+    for (int i = 0; i < N; i++) {
+        const unsigned char *p = blocks[i];
+        if (p[0] != 0x5a || p[size - 1] != 0x5a)
+            TEST_FAIL("block %d of %zu/%zu was overwritten", i, size, align);
+    }
+    for (int i = 0; i < N; i++)
+        dpm_free_sized(blocks[i], size);
+}
+
+TEST(aligned_8192_8192_is_slab_object) { slab_served(8192, 8192); }
+TEST(aligned_100_8192_is_slab_object) { slab_served(100, 8192); }
+TEST(aligned_5000_8192_is_slab_object) { slab_served(5000, 8192); }
+TEST(aligned_8192_4096_is_slab_object) { slab_served(8192, 4096); }
+
+TEST(aligned_16384_16384_is_slab_object) { slab_served(16384, 16384); }
+TEST(aligned_100_16384_is_slab_object) { slab_served(100, 16384); }
+TEST(aligned_40000_8192_is_slab_object) { slab_served(40000, 8192); }
+TEST(aligned_65536_65536_is_slab_object) { slab_served(65536, 65536); }
+
+/* Beyond 64 KiB, plain requests of the large classes, and requests at an
+ * offset still take page runs */
+TEST(others_stay_large)
+{
+    unsigned arena = my_arena();
+    uint64_t before = large_nmalloc(arena);
+    void *p[4];
+    p[0] = dpm_malloc_aligned(65536 + 1, 8192);
+    p[1] = dpm_malloc_aligned(131072, 131072);
+    p[2] = dpm_malloc(16384);
+    p[3] = dpm_malloc_aligned_at(16384, 16384, 64);
+    EXPECT_ALIGNED(p[0], 8192);
+    EXPECT_ALIGNED(p[1], 131072);
+    EXPECT_ALIGNED((char *)p[3] + 64, 16384);
+    EXPECT_EQ_U(large_nmalloc(arena) - before, 4);
+    for (int i = 0; i < 4; i++)
+        dpm_free(p[i]);
+}
+
+/* A slab object does not grow in place: realloc moves it and keeps its
+ * contents (dpm_realloc_aligned keeps the alignment) */
+TEST(realloc_moves_and_keeps)
+{
+    unsigned char *p = dpm_malloc_aligned(16384, 16384);
+    EXPECT_NONNULL(p);
+    for (int i = 0; i < 16384; i++)
+        p[i] = (unsigned char)i;
+    unsigned char *q = dpm_realloc_aligned(p, 40000, 16384);
+    EXPECT_NONNULL(q);
+    EXPECT_ALIGNED(q, 16384);
+    for (int i = 0; i < 16384; i++)
+        if (q[i] != (unsigned char)i) {
+            TEST_FAIL("byte %d lost by realloc", i);
+            break;
+        }
+    dpm_free(q);
+}
+
+TEST(slab_8192_holds_16)
+{
+    unsigned nbins = 0;
+    size_t len = sizeof nbins;
+    EXPECT_EQ_I(dpm_ctl("arenas.nbins", &nbins, &len, NULL, 0), 0);
+    bool found = false;
+    for (unsigned j = 0; j < nbins; j++) {
+        char name[64];
+        size_t size = 0, slab = 0;
+        uint32_t nregs = 0;
+        len = sizeof size;
+        snprintf(name, sizeof name, "arenas.bin.%u.size", j);
+        EXPECT_EQ_I(dpm_ctl(name, &size, &len, NULL, 0), 0);
+        if (size != 8192)
+            continue;
+        found = true;
+        len = sizeof nregs;
+        snprintf(name, sizeof name, "arenas.bin.%u.nregs", j);
+        EXPECT_EQ_I(dpm_ctl(name, &nregs, &len, NULL, 0), 0);
+        len = sizeof slab;
+        snprintf(name, sizeof name, "arenas.bin.%u.slab_size", j);
+        EXPECT_EQ_I(dpm_ctl(name, &slab, &len, NULL, 0), 0);
+        EXPECT_GE_U(nregs, 16);
+        EXPECT_LE_U(slab, (size_t)128 << 10);
+    }
+    EXPECT_TRUE(found);
+}
+
+int main(void)
+{
+    RUN(aligned_8192_8192_is_slab_object);
+    RUN(aligned_100_8192_is_slab_object);
+    RUN(aligned_5000_8192_is_slab_object);
+    RUN(aligned_8192_4096_is_slab_object);
+    RUN(aligned_16384_16384_is_slab_object);
+    RUN(aligned_100_16384_is_slab_object);
+    RUN(aligned_40000_8192_is_slab_object);
+    RUN(aligned_65536_65536_is_slab_object);
+    RUN(others_stay_large);
+    RUN(realloc_moves_and_keeps);
+    RUN(slab_8192_holds_16);
+    return test_done();
+}
