@@ -9,11 +9,7 @@ mb=${2:-1024}
 bin=$(mktemp -d)/idle_return
 cc -O2 -pthread "$src/tools/idle_return.c" -o "$bin"
 declare -A lib=([dpmalloc]=$dpm [glibc]="")
-for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
-    [ -e "$d/libjemalloc.so.2" ] && lib[jemalloc]=$d/libjemalloc.so.2
-    [ -e "$d/libtcmalloc_minimal.so.4" ] && lib[tcmalloc]=$d/libtcmalloc_minimal.so.4
-    [ -e "$d/libmimalloc.so.2" ] && lib[mimalloc]=$d/libmimalloc.so.2
-done
+. "$src/tools/peers.sh"
 for n in dpmalloc glibc jemalloc tcmalloc mimalloc; do
     [ -v "lib[$n]" ] || continue
     echo "== $n"

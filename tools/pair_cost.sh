@@ -10,11 +10,7 @@ dpm=${1:-$src/build/libdpmalloc.so}
 bin=$(mktemp -d)/pair_loop
 cc -O2 "$src/tools/pair_loop.c" -o "$bin"
 declare -A lib=([dpmalloc]=$dpm [glibc]="")
-for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
-    [ -e "$d/libjemalloc.so.2" ] && lib[jemalloc]=$d/libjemalloc.so.2
-    [ -e "$d/libtcmalloc_minimal.so.4" ] && lib[tcmalloc]=$d/libtcmalloc_minimal.so.4
-    [ -e "$d/libmimalloc.so.2" ] && lib[mimalloc]=$d/libmimalloc.so.2
-done
+. "$src/tools/peers.sh"
 names=(dpmalloc glibc jemalloc tcmalloc mimalloc)
 instr() {
     env ${2:+LD_PRELOAD=$2} valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" 2>&1 |

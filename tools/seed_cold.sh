@@ -30,11 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 cc -O2 "$src/tools/seed_cold.c" -o "$tmp/seed_cold"
 declare -A lib=([dpmalloc]=$dpm [glibc]="")
 [ -n "${BEFORE:-}" ] && lib[before]=$BEFORE
-for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
-    [ -e "$d/libjemalloc.so.2" ] && lib[jemalloc]=$d/libjemalloc.so.2
-    [ -e "$d/libtcmalloc_minimal.so.4" ] && lib[tcmalloc]=$d/libtcmalloc_minimal.so.4
-    [ -e "$d/libmimalloc.so.2" ] && lib[mimalloc]=$d/libmimalloc.so.2
-done
+. "$src/tools/peers.sh"
 pairs="64 4096 1024 4096 2048 2048 4096 4096 4096 64 8192 8192 16384 16384 65536 65536"
 for r in $(seq "$rounds"); do
     for n in "${names[@]}"; do

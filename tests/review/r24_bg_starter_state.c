@@ -29,15 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int fails;
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL: " __VA_ARGS__);                                                          \
-            printf("\n");                                                                          \
-            fails++;                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
 

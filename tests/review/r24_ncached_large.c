@@ -13,15 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int fails;
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL: " __VA_ARGS__);                                                          \
-            printf("\n");                                                                          \
-            fails++;                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static size_t nmax(size_t size)
 {

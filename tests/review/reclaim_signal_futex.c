@@ -43,9 +43,14 @@
  * instead of claiming it cannot happen.
  *
  * First fixed by comparing the thread's blocked signals (/proc SigBlk)
- * with the mask the owner last recorded, which r24_reclaim_mask_unblocked.c
- * defeated; now by construction: no thread touches another's small bins
- * (issue 19, docs/design.md).
+ * with the mask the owner last recorded. Mode "mask-unblocked" defeats
+ * that (issue 19's reproduction, 4 of 4 runs on 2e0f49e): each worker makes
+ * its cache and runs its slow paths with SIGUSR1 blocked, then unblocks
+ * it, so its handler sleeps with exactly the mask the cache recorded.
+ * Now fixed by construction: no thread touches another's small bins
+ * (docs/design.md, "Small bins belong to their thread alone").
+ *
+ * usage: test_review_reclaim_signal_futex [seconds] [mask-unblocked]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -92,9 +97,33 @@ static void handler(int sig)
     nsig++;
 }
 
+static int mask_unblocked;
+static volatile int primed[2];
+
+/* The cache is made, and its slow paths run, with SIGUSR1 blocked; then
+ * the signal is let in. */
+static void prime_with_usr1_blocked(void)
+{
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    static __thread void *warm[4096];
+    for (int r = 0; r < 4; r++) {
+        for (int i = 0; i < 4096; i++)
+            warm[i] = malloc(16 + (size_t)(i % 64) * 16);
+        for (int i = 0; i < 4096; i++)
+            free(warm[i]);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+}
+
 static void *loop(void *arg)
 {
     uint64_t id = (uint64_t)(uintptr_t)arg;
+    if (mask_unblocked)
+        prime_with_usr1_blocked();
+    primed[id - 1] = 1;
     void *live[K];
     uint64_t tag[K];
     uint64_t n = 0;
@@ -128,6 +157,7 @@ static void *trimmer(void *arg)
 int main(int argc, char **argv)
 {
     int secs = argc > 1 ? atoi(argv[1]) : 20;
+    mask_unblocked = argc > 2 && strcmp(argv[2], "mask-unblocked") == 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = handler;
@@ -137,10 +167,13 @@ int main(int argc, char **argv)
     pthread_create(&owner, NULL, loop, (void *)1);
     pthread_create(&consumer, NULL, loop, (void *)2);
     pthread_create(&tr, NULL, trimmer, NULL);
+    while (!primed[0] || !primed[1])
+        usleep(1000);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do {
         pthread_kill(owner, SIGUSR1);
+        pthread_kill(consumer, SIGUSR1);
         usleep(1000);
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while (t.tv_sec - t0.tv_sec < secs);
