@@ -172,8 +172,10 @@ static void free_home(void *p, span_t *s)
  * always full); tcache_bin_for caches them only in their bound threads. */
 static void free_slow_body(void *p, span_t *s, const char *call)
 {
-    /* a thread that only frees (after the others went quiet) starts it too */
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
+    /* an explicit request, or automatic mode: frees make decay work */
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
+                 __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED)) &&
+        !mutex_all_held_here)
         background_maybe_start();
     unsigned c = TC_NONE;
     /* a block that holds the key may sit in some thread's cache, whether

@@ -931,6 +931,15 @@ size_t arena_decay_pass(arena_t *a)
     return released;
 }
 
+bool arena_decay_work_left(const arena_t *a)
+{
+    const page_heap_t *ph = &a->ph;
+    size_t dirty = __atomic_load_n(&ph->free_runs[RUN_DIRTY].npages, __ATOMIC_RELAXED);
+    size_t muzzy = __atomic_load_n(&ph->free_runs[RUN_MUZZY].npages, __ATOMIC_RELAXED);
+    return (dirty != 0 && __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED) >= 0) ||
+           (muzzy != 0 && __atomic_load_n(&a->muzzy_decay_ms, __ATOMIC_RELAXED) >= 0);
+}
+
 size_t arena_decay_now(arena_t *a, bool everything)
 {
     return decay_with(a, everything ? 0 : dirty_ms_now(a), everything ? 0 : a->muzzy_decay_ms);

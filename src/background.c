@@ -5,7 +5,6 @@
  */
 #include "background.h"
 #include "mutex.h"
-#include "os.h"
 #include "conf.h"
 #include "tcache.h"
 
@@ -17,13 +16,16 @@
 #include <time.h>
 
 bool background_pending;
+/* Automatic mode is waiting for decay work in a threaded process
+ * (background_request_when_threaded); written under bg_lock, read by the
+ * free slow path without it. */
+bool background_auto_waiting;
 /* wanted: read without bg_lock by background_maybe_start's first test,
  * so written with relaxed atomic stores. */
 static bool wanted, running, stopping;
-/* Automatic mode (background_request_when_threaded) is waiting for a
- * second thread; started_automatically: the running thread came from it,
- * so a forked child (one thread) waits again. */
-static bool automatic, started_automatically;
+/* The running thread came from automatic mode: it ends when decay has
+ * no work left, and a forked child waits again. */
+static bool started_automatically;
 /* The thread that forked, in the child: glibc keeps a process that once
  * had threads "not single-threaded" in its children, so there automatic
  * mode waits for a slow path of a thread the child made itself (a child
@@ -58,16 +60,20 @@ static uint64_t wake_interval_ns(void)
  * may read statistics or create arenas (both take that lock). A slot is
  * never freed, and its purge_lock, which the pass takes first, orders it
  * with a destroy or reuse of the slot (arena.h). */
-static void decay_every_arena(void)
+/* Returns whether some arena still has pages a later pass may purge. */
+static bool decay_every_arena(void)
 {
     tcaches_reclaim(true, NULL);
+    bool work_left = false;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE))
             continue;
         arena_decay_pass(a);
+        work_left |= arena_decay_work_left(a);
     }
+    return work_left;
 }
 
 static void *background_main(void *arg);
@@ -82,14 +88,12 @@ static void *background_main(void *arg);
  * the inherited set stays. Set by the starter once pthread_create returns,
  * so that the thread is the process's before the start is reported, and
  * not through the attributes: glibc's pthread_attr_setaffinity_np
- * allocates, and the starter is inside the allocator. The name says whose
- * thread it is in ps, top and /proc. */
+ * allocates, and the starter is inside the allocator. */
 static void background_detach_from_starter(void)
 {
     unsigned long all_cpus[8192 / (8 * sizeof(unsigned long))];
     memset(all_cpus, 0xff, sizeof(all_cpus));
     (void)pthread_setaffinity_np(thread, sizeof(all_cpus), (const cpu_set_t *)(void *)all_cpus);
-    (void)pthread_setname_np(thread, "dpmalloc_bg");
 }
 
 /* Signals: created with every signal blocked (the creator blocks them
@@ -129,6 +133,11 @@ static void *background_main(void *arg)
 {
     (void)arg;
     on_background_thread = true;
+    /* Named by itself: glibc names another thread by writing
+     * /proc/self/task/<tid>/comm, an open in the starter's thread (which
+     * a sandbox may forbid: review r25_last_exit_no_proc), its own with
+     * prctl. */
+    (void)pthread_setname_np(pthread_self(), "dpmalloc_bg");
     pthread_mutex_lock(&bg_lock);
     while (!stopping) {
         struct timespec ts;
@@ -140,14 +149,20 @@ static void *background_main(void *arg)
         if (stopping)
             break;
         pthread_mutex_unlock(&bg_lock);
-        decay_every_arena();
-        /* The program's last thread left with pthread_exit: this thread
-         * must not keep the process alive. Its own end then ends the
-         * process as the last thread's does (exit status 0, atexit
-         * handlers run). No other thread exists to start or stop it. */
-        if (os_process_threads() == 1)
-            return NULL;
+        bool work_left = decay_every_arena();
         pthread_mutex_lock(&bg_lock);
+        /* Started automatically, the thread lives only while decay has
+         * work: it never keeps a process alive longer than its freed
+         * pages take to decay (a program whose threads all leave with
+         * pthread_exit ends once they have), and an idle process has no
+         * extra thread. A later slow path starts it again. */
+        if (started_automatically && !work_left && !stopping) {
+            running = started_automatically = false;
+            __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
+            __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
+            pthread_detach(pthread_self());   /* nobody joins it now */
+            break;
+        }
     }
     pthread_mutex_unlock(&bg_lock);
     return NULL;
@@ -161,25 +176,42 @@ void background_request_at_start(void)
 
 void background_request_when_threaded(void)
 {
-    automatic = true;
-    __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
+}
+
+/* Some arena has pages a decay pass may purge (racy reads: a hint). At
+ * most narenas_total arenas are looked at, by a free slow path while
+ * automatic mode waits; it stops at the first with work. */
+static bool decay_work_anywhere(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL && arena_decay_work_left(a))
+            return true;
+    }
+    return false;
 }
 
 void background_maybe_start(void)
 {
-    /* Automatic mode with one thread: the request stays pending, at the
-     * cost of this test on slow paths (no lock, no store). */
-    if ((process_single_threaded() || forked_here) && !__atomic_load_n(&wanted, __ATOMIC_RELAXED))
+    bool explicit_request = __atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
+                            __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+    /* Automatic mode starts the thread for decay work in a process that
+     * has threads; until then the free slow path pays these tests (no
+     * lock, no store). */
+    if (!explicit_request &&
+        (process_single_threaded() || forked_here || !decay_work_anywhere()))
         return;
+    /* No cancellation point runs under bg_lock here, but a caller
+     * cancelled in pthread_create's setup must not leave it held. */
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_lock(&bg_lock);
-    /* Without /proc the thread could not see that it is the last one
-     * left, and would keep the process alive: no automatic start. */
-    if (automatic && !wanted && os_process_threads() == 0)
-        automatic = false;
-    if (automatic && !wanted) {
+    if (!explicit_request && __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED) && !wanted) {
         __atomic_store_n(&wanted, true, __ATOMIC_RELAXED);
         started_automatically = true;
-        automatic = false;
+        __atomic_store_n(&background_auto_waiting, false, __ATOMIC_RELAXED);
     }
     bool start = wanted && !running;
     __atomic_store_n(&background_pending, false, __ATOMIC_RELAXED);
@@ -188,6 +220,7 @@ void background_maybe_start(void)
         running = background_create() == 0;
     }
     pthread_mutex_unlock(&bg_lock);
+    pthread_setcancelstate(cancel_state, NULL);
 }
 
 int background_set(bool on)
@@ -205,7 +238,8 @@ int background_set(bool on)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_lock(&bg_lock);
     __atomic_store_n(&wanted, on, __ATOMIC_RELAXED);
-    automatic = started_automatically = false;   /* the program decided */
+    started_automatically = false;   /* the program decided */
+    __atomic_store_n(&background_auto_waiting, false, __ATOMIC_RELAXED);
     /* One caller stops the thread and joins it (a thread joined twice is
      * undefined: it hung); another that switches it off meanwhile
      * returns once it is joined, like the one that joins. */
@@ -261,7 +295,7 @@ void background_postfork_child(void)
     if (started_automatically) {   /* the child has one thread: wait for a second again */
         __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
         started_automatically = false;
-        automatic = true;
+        __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&background_pending, wanted || automatic, __ATOMIC_RELAXED);
+    __atomic_store_n(&background_pending, wanted, __ATOMIC_RELAXED);
 }

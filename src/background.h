@@ -17,13 +17,16 @@ bool background_enabled(void);
 /* opt.background_thread: the thread starts at the first allocation slow
  * path, or the first call that names an arena, a type or a node. */
 void background_request_at_start(void);
-/* background_thread not given: the thread starts at the first slow path
- * (allocation, or a free that flushes) that runs while the process has
- * more than one thread, so that memory freed by a program that then goes
- * quiet goes back without any option set. A single-threaded process gets
- * no thread (its slow paths run decay themselves, and a helper thread
- * would make every elided lock a real one). */
+/* background_thread not given: the thread starts at a free slow path
+ * that finds decay work while the process has more than one thread, and
+ * ends when no arena has any left, so that memory freed by a program
+ * that then goes quiet goes back without any option set. A
+ * single-threaded process gets no thread (its slow paths run decay
+ * themselves, and a helper thread would make every elided lock a real
+ * one). */
 void background_request_when_threaded(void);
+/* Automatic mode waits (the free slow path tests it). */
+extern bool background_auto_waiting;
 /* Starts the thread if it was asked for and is not running; called from
  * allocation slow paths with no lock held. */
 void background_maybe_start(void);

@@ -193,37 +193,6 @@ void os_hint_hugepage(void *addr, size_t size, bool want)
 #endif
 }
 
-unsigned os_process_threads(void)
-{
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t got = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (got <= 0)
-        return 0;
-    buf[got] = 0;
-    /* The command name (field 2) may hold spaces and parentheses: the
-     * fields are counted from its last ')'. Field 3 is the state of the
-     * thread group's leader, field 20 num_threads, which still counts a
-     * leader that left with pthread_exit (a zombie until the last thread
-     * goes). */
-    const char *q = strrchr(buf, ')');
-    if (q == NULL || q[1] != ' ')
-        return 0;
-    bool leader_gone = q[2] == 'Z';
-    for (int field = 2; field < 20; field++) {
-        q = strchr(q + 1, ' ');
-        if (q == NULL)
-            return 0;
-    }
-    unsigned n = 0;
-    for (q++; *q >= '0' && *q <= '9'; q++)
-        n = n * 10 + (unsigned)(*q - '0');
-    return leader_gone && n > 0 ? n - 1 : n;
-}
-
 /* From <linux/mempolicy.h>, which a libc build need not have. */
 #define DPM_MPOL_PREFERRED 1
 #define DPM_MAX_NODES 1024

@@ -3,7 +3,7 @@
  * Owns: reserving aligned address space, returning it, purging pages
  * (MADV_FREE / MADV_DONTNEED), CPU count and the clock used by decay.
  * May call: mmap, munmap, mprotect, madvise, sched_getaffinity,
- * clock_gettime, and read /proc/self/stat (os_process_threads).
+ * clock_gettime.
  */
 #ifndef DPM_OS_H
 #define DPM_OS_H
@@ -61,11 +61,6 @@ unsigned os_ncpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */
 size_t os_page_size(void);
 uint64_t os_now_ns(void);
-/* The number of live threads of this process (/proc/self/stat; a leader
- * that left with pthread_exit is not counted), or 0 if it cannot be
- * read. For the background thread only, which holds no lock
- * when it asks: opening a file is a cancellation point. */
-unsigned os_process_threads(void);
 /* Transparent huge page hint for a range ("thp" option). */
 void os_hint_hugepage(void *addr, size_t size, bool want);
 

@@ -9,14 +9,16 @@
  *   quiet      a second thread that never allocates; the main thread
  *              allocates 256 MiB of 4 KiB blocks, frees them and sleeps:
  *              RSS falls back within a few decay periods (run with
- *              dirty_decay_ms:200 by the test)
+ *              dirty_decay_ms:200 by the test); then, nothing left to
+ *              decay, the thread ends, and new frees start it again
  *   single     one thread: no background thread after the same churn
  *   off        background_thread:false (the test's DPMALLOC_CONF): none
  *   last_exit  the thread starts, then every program thread leaves with
- *              pthread_exit: the process ends (status 0) on its own
+ *              pthread_exit: the process ends (status 0) once the freed
+ *              pages have decayed
  *   fork       a child forked by a process whose thread started has one
  *              thread and no background thread while only the forking
- *              thread allocates; a thread the child makes starts it
+ *              thread frees; a thread the child makes that frees starts it
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -90,6 +92,13 @@ static void *idle_thread(void *arg)
     return NULL;
 }
 
+static void *churn_thread(void *arg)
+{
+    (void)arg;
+    churn((size_t)16 << 20);
+    return NULL;
+}
+
 static void *short_thread(void *arg)
 {
     (void)arg;
@@ -118,6 +127,19 @@ static int quiet(void)
     printf("rss: base %.1f MiB, peak %.1f, quiet %.1f\n", base, peak, after);
     if (peak < base + 200 || after >= base + 32) {
         printf("FAIL: freed memory did not go back (peak %.1f, after %.1f MiB)\n", peak, after);
+        return 1;
+    }
+    /* nothing left to decay: the thread ends (wakes every 10 ms here) */
+    for (int i = 0; i < 100 && live_threads() != 2; i++)
+        usleep(100000);
+    if (background_on() || live_threads() != 2) {
+        printf("FAIL: the thread stays with nothing to decay (%d threads)\n", live_threads());
+        return 1;
+    }
+    /* new frees start it again */
+    churn((size_t)32 << 20);
+    if (!background_on()) {
+        printf("FAIL: not started again by new frees\n");
         return 1;
     }
     return 0;
@@ -193,10 +215,10 @@ static int fork_child(void)
         usleep(200000);
         if (background_on() || live_threads() != 1)
             _exit(4);   /* only the forking thread allocated: none */
-        pthread_create(&t, NULL, short_thread, NULL);
+        pthread_create(&t, NULL, churn_thread, NULL);
         pthread_join(t, NULL);
         if (!background_on() || live_threads() != 2)
-            _exit(5);   /* the child's own thread allocated: started */
+            _exit(5);   /* the child's own thread freed: started */
         _exit(0);
     }
     int st;

@@ -165,6 +165,11 @@ static int check_bg(void)
         if (bg == 0)
             usleep(10000);
     }
+    /* the thread names itself as it begins: give it a moment */
+    for (int i = 0; i < 200 && bg != 0 && !named; i++) {
+        usleep(10000);
+        bg = find_bg(&named);
+    }
     back_to_normal();
     if (bg == 0) {
         printf("FAIL: no background thread\n");
