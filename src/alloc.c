@@ -119,7 +119,9 @@ void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
+                 __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED)) &&
+        !mutex_all_held_here)
         background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);
@@ -172,11 +174,9 @@ static void free_home(void *p, span_t *s)
  * always full); tcache_bin_for caches them only in their bound threads. */
 static void free_slow_body(void *p, span_t *s, const char *call)
 {
-    /* an explicit request, or automatic mode: frees make decay work */
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
-                 __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED)) &&
-        !mutex_all_held_here)
-        background_maybe_start();
+    /* frees make decay work: an idle automatic thread wakes up */
+    if (unlikely(__atomic_load_n(&background_idle, __ATOMIC_RELAXED)))
+        background_wake();
     unsigned c = TC_NONE;
     /* a block that holds the key may sit in some thread's cache, whether
      * or not this thread would cache it now */
@@ -638,7 +638,9 @@ static bool arena_call_ok(size_t size, size_t *align)
         errno = ENOMEM;
         return false;
     }
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
+                 __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED)) &&
+        !mutex_all_held_here)
         background_maybe_start();
     return true;
 }

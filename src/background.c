@@ -16,15 +16,18 @@
 #include <time.h>
 
 bool background_pending;
-/* Automatic mode is waiting for decay work in a threaded process
- * (background_request_when_threaded); written under bg_lock, read by the
- * free slow path without it. */
+/* Automatic mode waits for an allocation slow path of a threaded process
+ * (background_request_when_threaded); written under bg_lock, read by
+ * alloc_slow without it. */
 bool background_auto_waiting;
+/* The automatic thread found nothing to decay and sleeps until a free
+ * slow path wakes it (background_wake) or a second passes. */
+bool background_idle;
 /* wanted: read without bg_lock by background_maybe_start's first test,
  * so written with relaxed atomic stores. */
 static bool wanted, running, stopping;
-/* The running thread came from automatic mode: it ends when decay has
- * no work left, and a forked child waits again. */
+/* The running thread came from automatic mode: it ends when no thread
+ * that allocates is left, and a forked child waits again. */
 static bool started_automatically;
 /* The thread that forked, in the child: glibc keeps a process that once
  * had threads "not single-threaded" in its children, so there automatic
@@ -129,6 +132,68 @@ static int background_create(void)
     return err;
 }
 
+/* Threads that allocate (counted by the arenas they are bound to), the
+ * background thread itself left out should a callback have made it
+ * allocate. */
+static unsigned allocating_threads(void)
+{
+    unsigned n = 0;
+    unsigned na = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < na; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL)
+            n += __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED);
+    }
+    return tls_arena != NULL && n > 0 ? n - 1 : n;
+}
+
+/* The automatic thread with nothing to decay (bg_lock held): it sleeps,
+ * without its timer's wake-ups, until a free slow path finds it idle and
+ * wakes it, checking once a second whether decay found work it missed
+ * and whether any thread that allocates is left. With none left (every
+ * program thread left with pthread_exit, or the allocating ones all
+ * exited) it ends, so it never keeps a process alive; automatic mode
+ * then waits for the next allocation slow path. Returns true if it ends. */
+static bool idle_until_work(void)
+{
+    __atomic_store_n(&background_idle, true, __ATOMIC_RELAXED);
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&bg_cond, &bg_lock, &ts);
+        if (stopping || !__atomic_load_n(&background_idle, __ATOMIC_RELAXED))
+            break;
+        bool work = false;
+        unsigned na = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+        for (unsigned i = 0; i < na && !work; i++) {
+            arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+            work = a != NULL && arena_decay_work_left(a);
+        }
+        if (work)
+            break;
+        if (allocating_threads() == 0) {
+            __atomic_store_n(&background_idle, false, __ATOMIC_RELAXED);
+            running = started_automatically = false;
+            __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
+            __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
+            pthread_detach(pthread_self());   /* nobody joins it now */
+            return true;
+        }
+    }
+    __atomic_store_n(&background_idle, false, __ATOMIC_RELAXED);
+    return false;
+}
+
+void background_wake(void)
+{
+    /* No bg_lock: this runs inside free, which glibc may call with its
+     * own locks held; a wake lost to the race with the thread's going to
+     * sleep costs at most its one-second look. */
+    if (__atomic_exchange_n(&background_idle, false, __ATOMIC_RELAXED))
+        pthread_cond_signal(&bg_cond);
+}
+
 static void *background_main(void *arg)
 {
     (void)arg;
@@ -151,18 +216,8 @@ static void *background_main(void *arg)
         pthread_mutex_unlock(&bg_lock);
         bool work_left = decay_every_arena();
         pthread_mutex_lock(&bg_lock);
-        /* Started automatically, the thread lives only while decay has
-         * work: it never keeps a process alive longer than its freed
-         * pages take to decay (a program whose threads all leave with
-         * pthread_exit ends once they have), and an idle process has no
-         * extra thread. A later slow path starts it again. */
-        if (started_automatically && !work_left && !stopping) {
-            running = started_automatically = false;
-            __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
-            __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
-            pthread_detach(pthread_self());   /* nobody joins it now */
+        if (started_automatically && !work_left && !stopping && idle_until_work())
             break;
-        }
     }
     pthread_mutex_unlock(&bg_lock);
     return NULL;
@@ -179,29 +234,17 @@ void background_request_when_threaded(void)
     __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
 }
 
-/* Some arena has pages a decay pass may purge (racy reads: a hint). At
- * most narenas_total arenas are looked at, by a free slow path while
- * automatic mode waits; it stops at the first with work. */
-static bool decay_work_anywhere(void)
-{
-    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++) {
-        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (a != NULL && arena_decay_work_left(a))
-            return true;
-    }
-    return false;
-}
-
 void background_maybe_start(void)
 {
     bool explicit_request = __atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
                             __atomic_load_n(&wanted, __ATOMIC_RELAXED);
-    /* Automatic mode starts the thread for decay work in a process that
-     * has threads; until then the free slow path pays these tests (no
-     * lock, no store). */
-    if (!explicit_request &&
-        (process_single_threaded() || forked_here || !decay_work_anywhere()))
+    /* Automatic mode starts the thread in a process that has threads;
+     * until then allocation slow paths pay these tests (no lock, no
+     * store). Only allocation slow paths start it: glibc frees thread
+     * stacks' TLS with its stack-cache lock held, which pthread_create
+     * takes (a start from free deadlocked pthread_join:
+     * review_r9_cap_reservation_chain). */
+    if (!explicit_request && (process_single_threaded() || forked_here))
         return;
     /* No cancellation point runs under bg_lock here, but a caller
      * cancelled in pthread_create's setup must not leave it held. */

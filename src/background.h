@@ -17,16 +17,22 @@ bool background_enabled(void);
 /* opt.background_thread: the thread starts at the first allocation slow
  * path, or the first call that names an arena, a type or a node. */
 void background_request_at_start(void);
-/* background_thread not given: the thread starts at a free slow path
- * that finds decay work while the process has more than one thread, and
- * ends when no arena has any left, so that memory freed by a program
- * that then goes quiet goes back without any option set. A
- * single-threaded process gets no thread (its slow paths run decay
- * themselves, and a helper thread would make every elided lock a real
- * one). */
+/* background_thread not given: the thread starts at the first allocation
+ * slow path that runs while the process has more than one thread, sleeps
+ * without wake-ups while nothing is left to decay (a free slow path wakes
+ * it: background_wake), and ends when no thread that allocates is left,
+ * so that memory freed by a program that then goes quiet goes back
+ * without any option set. A single-threaded process gets no thread (its
+ * slow paths run decay themselves, and a helper thread would make every
+ * elided lock a real one). */
 void background_request_when_threaded(void);
-/* Automatic mode waits (the free slow path tests it). */
+/* Automatic mode waits (alloc_slow tests it). */
 extern bool background_auto_waiting;
+/* The automatic thread sleeps with nothing to decay (free slow paths
+ * test it) ... */
+extern bool background_idle;
+/* ... and this wakes it: no lock, one system call per idle spell. */
+void background_wake(void);
 /* Starts the thread if it was asked for and is not running; called from
  * allocation slow paths with no lock held. */
 void background_maybe_start(void);
