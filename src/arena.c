@@ -931,13 +931,22 @@ size_t arena_decay_pass(arena_t *a)
     return released;
 }
 
-bool arena_decay_work_left(const arena_t *a)
+bool arena_decay_work_left(arena_t *a)
 {
+    mutex_lock(&a->lock);
     const page_heap_t *ph = &a->ph;
-    size_t dirty = __atomic_load_n(&ph->free_runs[RUN_DIRTY].npages, __ATOMIC_RELAXED);
-    size_t muzzy = __atomic_load_n(&ph->free_runs[RUN_MUZZY].npages, __ATOMIC_RELAXED);
-    return (dirty != 0 && __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED) >= 0) ||
-           (muzzy != 0 && __atomic_load_n(&a->muzzy_decay_ms, __ATOMIC_RELAXED) >= 0);
+    bool work = (ph->free_runs[RUN_DIRTY].npages != 0 && a->dirty_decay_ms >= 0) ||
+                (ph->free_runs[RUN_MUZZY].npages != 0 && a->muzzy_decay_ms >= 0);
+    mutex_unlock(&a->lock);
+    return work;
+}
+
+unsigned arena_threads(arena_t *a)
+{
+    mutex_lock(&a->lock);
+    unsigned n = __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED);
+    mutex_unlock(&a->lock);
+    return n;
 }
 
 size_t arena_decay_now(arena_t *a, bool everything)

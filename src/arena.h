@@ -213,9 +213,12 @@ size_t arena_decay_now(arena_t *a, bool everything);
  * PH_PURGE_MAX_PAGES pages): the background thread's pass. */
 size_t arena_decay_pass(arena_t *a);
 /* Whether a later decay pass of a has pages to purge: dirty pages while
- * dirty decay is on, muzzy pages while muzzy decay is (read without the
- * lock: a hint for the background thread's choice to stay). */
-bool arena_decay_work_left(const arena_t *a);
+ * dirty decay is on, muzzy pages while muzzy decay is (under a's lock;
+ * for the background thread). */
+bool arena_decay_work_left(arena_t *a);
+/* The threads bound to a (its nthreads, read under its lock: a reuse of
+ * the slot rewrites it there). */
+unsigned arena_threads(arena_t *a);
 /* arena_purge_all on every arena: the last resort before ENOMEM, since
  * free runs of other states or arenas may hold the address space that a
  * new mapping needs (RLIMIT_AS). Takes arena locks one at a time; arena

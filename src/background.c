@@ -142,7 +142,7 @@ static unsigned allocating_threads(void)
     for (unsigned i = 0; i < na; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         if (a != NULL)
-            n += __atomic_load_n(&a->nthreads, __ATOMIC_RELAXED);
+            n += arena_threads(a);
     }
     return tls_arena != NULL && n > 0 ? n - 1 : n;
 }
