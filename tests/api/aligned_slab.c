@@ -168,9 +168,10 @@ static size_t tcache_bytes(void)
     return v;
 }
 
-/* docs/design.md, "Special bins": a stash fetches at most 64 KiB (one
- * block where a block is larger), its blocks count as the thread cache's,
- * and the owner's idle trim sends home a stash it stopped using. */
+/* docs/design.md, "Small objects: bins and slabs": a stash fetches at
+ * most 64 KiB (one block where a block is larger), its blocks count as
+ * the thread cache's, and the owner's idle trim sends home a stash it
+ * stopped using. */
 TEST(stash_bounded_counted_trimmed)
 {
     EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
