@@ -452,7 +452,7 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     if (st->n == 0) {
         /* take them in address order: the lowest comes out first */
         void *batch[TC_PHASED_BATCH];
-        size_t want = TC_STASH_BYTES / bin->objsize;
+        size_t want = bin->size_class >= NSMALL ? 1 : TC_STASH_BYTES / bin->objsize;
         want = want == 0 ? 1 : want > TC_PHASED_BATCH ? TC_PHASED_BATCH : want;
         unsigned got = arena_bin_fill(bin, batch, (unsigned)want, NULL);
         for (unsigned i = 0; i < got; i++)

@@ -88,14 +88,15 @@ typedef struct tc_bin_stats {
  * freed what. The free fast path never decides this: a manual arena's
  * blocks carry tag class + TC_MANUAL_BASE + 1, whose bin never has slots
  * (always full), and the slow path picks the bin (tcache_bin_for). */
-/* A few blocks of one phased or aligned bin (aligned-at-offset requests,
- * aligned requests of the large classes up to 64 KiB), fetched in one
- * locked batch: the VPP case allocates many such blocks in a row. Only
+/* A few blocks of one phased bin (aligned-at-offset requests), fetched in
+ * one locked batch: the VPP case allocates many such blocks in a row. Only
  * allocation is cached; their frees go home directly. A batch is at most
- * TC_PHASED_BATCH blocks and TC_STASH_BYTES (one block where a block is
- * larger), so a thread's stashes hold at most 4 x 64 KiB: an idle thread,
- * which nothing but itself may flush, keeps no more. The owner's idle
- * trim (tcache_event) sends home a stash unused for a round. */
+ * TC_PHASED_BATCH blocks and TC_STASH_BYTES, so a thread's stashes hold at
+ * most 4 x 64 KiB: an idle thread, which nothing but itself may flush,
+ * keeps no more. The aligned bins of the large classes (sizeclass.h) go
+ * through a stash one block at a time, so that an idle thread keeps none
+ * of theirs, whose 256 KiB slabs it would pin in its arena. The owner's
+ * idle trim (tcache_event) sends home a stash unused for a round. */
 #define TC_PHASED_STASHES 4
 #define TC_PHASED_BATCH 16
 #define TC_STASH_BYTES ((size_t)65536)
