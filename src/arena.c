@@ -570,6 +570,23 @@ void arena_bin_flush(void **objs, unsigned n)
     }
 }
 
+static void release_idle_current(bin_t *bin, void *arg)
+{
+    (void)arg;
+    list_t emptied = {0};
+    lock_elided_t held = mutex_lock_elidable(&bin->lock);
+    if (bin_detach_idle_current(bin, &emptied))
+        slab_release(bin->arena, list_item(list_pop_front(&emptied), span_t, link));
+    mutex_unlock_elidable(&bin->lock, held);
+}
+
+void arena_release_idle_slabs(arena_t *a)
+{
+    for (unsigned c = 0; c < NSMALL; c++)
+        release_idle_current(&a->bins[c], NULL);
+    arena_for_each_special_bin(a, release_idle_current, NULL);
+}
+
 /* ---- reset and destroy ------------------------------------------------- */
 
 static void lock_bin(bin_t *bin, void *arg) { (void)arg, mutex_lock(&bin->lock); }

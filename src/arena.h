@@ -123,6 +123,11 @@ bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
 /* Calls fn on every special bin of a: under a->special_lock for a stable
  * view (fork, reset), or racily (stats: a bin made meanwhile may be missed). */
 void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *arg);
+/* Gives back every bin's current slab that holds no object (bins keep an
+ * emptied current slab for their next fill): arena.<i>.purge and
+ * malloc_trim, so that an idle slab pins neither pages nor its segment.
+ * Takes each bin's lock: not with one held. */
+void arena_release_idle_slabs(arena_t *a);
 /* arenas.create: a new arena (reusing a destroyed slot), index in *out;
  * its segments come from src (copied) if not NULL, and are bound to NUMA
  * node `node` if >= 0 (a node arena: never reset or destroyed).

@@ -163,8 +163,10 @@ static void slab_settle(bin_t *bin, span_t *s, uint32_t n, list_t *emptied)
     s->nfree = was + n;
     if (s == bin->current) {
         /* An arena can have any number of phased bins (one per class and
-         * offset in use): an idle one must not pin a slab. */
-        if (bin->phase != 0 && s->nfree == bin->slab_objs) {
+         * offset in use): an idle one must not pin a slab. Nor may an
+         * aligned bin of a large class (sizeclass.h), whose slabs are
+         * 256 KiB, 7 per arena. */
+        if ((bin->phase != 0 || bin->size_class >= NSMALL) && s->nfree == bin->slab_objs) {
             bin->current = NULL;
             slab_detach(bin, s, emptied);
         }
@@ -229,6 +231,16 @@ unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned 
     bin->stats.nfree += n - left;
     bin->stats.nflushes++;
     return left;
+}
+
+bool bin_detach_idle_current(bin_t *bin, list_t *emptied)
+{
+    span_t *s = bin->current;
+    if (s == NULL || s->nfree != bin->slab_objs)
+        return false;
+    bin->current = NULL;
+    slab_detach(bin, s, emptied);
+    return true;
 }
 
 void bin_forget_all(bin_t *bin)

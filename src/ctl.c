@@ -284,8 +284,10 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
         return err != 0 ? err : ENOENT;
     /* arg "decay": follow the curves; purge also takes the arena's blocks
      * out of every thread's large cache first, idle threads' included */
-    if (arg == NULL)
+    if (arg == NULL) {
         tcaches_reclaim(false, a);
+        arena_release_idle_slabs(a);
+    }
     arena_decay_now(a, arg == NULL);
     return 0;
 }

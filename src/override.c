@@ -290,8 +290,10 @@ LIBC_ENTRY int malloc_trim(size_t pad)
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-        if (a != NULL && !a->destroyed)
+        if (a != NULL && !a->destroyed) {
+            arena_release_idle_slabs(a);
             pages += arena_purge_all(a);
+        }
     }
     return pages != 0;
 }

@@ -188,6 +188,8 @@ static size_t tc_cached_bytes(const tcache_t *tc, size_t *nblocks)
         bytes += cached * sc_size(c);
         blocks += cached;
     }
+    for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
+        bytes += __atomic_load_n(&tc->stashes[k].bytes, __ATOMIC_RELAXED);
     if (nblocks != NULL)
         *nblocks += blocks;
     return bytes + tcache_large_bytes(tc);

@@ -419,6 +419,7 @@ static unsigned stash_take(phased_stash_t *st, void **out)
     memcpy(out, st->objs, n * sizeof(void *));
     st->n = 0;
     st->bin = NULL;
+    __atomic_store_n(&st->bytes, 0, __ATOMIC_RELAXED);
     return n;
 }
 
@@ -451,13 +452,19 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     if (st->n == 0) {
         /* take them in address order: the lowest comes out first */
         void *batch[TC_PHASED_BATCH];
-        unsigned got = arena_bin_fill(bin, batch, TC_PHASED_BATCH, NULL);
+        size_t want = bin->size_class >= NSMALL ? 1 : TC_STASH_BYTES / bin->objsize;
+        want = want == 0 ? 1 : want > TC_PHASED_BATCH ? TC_PHASED_BATCH : want;
+        unsigned got = arena_bin_fill(bin, batch, (unsigned)want, NULL);
         for (unsigned i = 0; i < got; i++)
             st->objs[i] = batch[got - 1 - i];
         st->n = got;
         if (got == 0)
             return NULL;
     }
+    st->used = true;
+    /* the blocks left are the thread cache's (stats.tcache_bytes), not
+     * the program's */
+    __atomic_store_n(&st->bytes, (size_t)(st->n - 1) * bin->objsize, __ATOMIC_RELAXED);
     return st->objs[--st->n];
 }
 
@@ -520,8 +527,15 @@ void tcache_event(tcache_t *tc)
     if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
         return;
     unsigned c = tc->gc_next++ % g.tcache_nclasses;
-    if (c == 0)   /* once per round over the bins: idle large blocks go home */
+    if (c == 0) {   /* once per round over the bins: idle large blocks and stashes go home */
         tcache_large_flush(tc, true, NULL);
+        for (unsigned k = 0; k < TC_PHASED_STASHES; k++) {
+            phased_stash_t *st = &tc->stashes[k];
+            if (!st->used)
+                stash_flush(st);
+            st->used = false;
+        }
+    }
     tc_bin_t *b = &tc->bins[c];
     unsigned idle = unused_since_trim(b);
     if (idle > tc_bin_count(b))

@@ -90,12 +90,21 @@ typedef struct tc_bin_stats {
  * (always full), and the slow path picks the bin (tcache_bin_for). */
 /* A few blocks of one phased bin (aligned-at-offset requests), fetched in
  * one locked batch: the VPP case allocates many such blocks in a row. Only
- * allocation is cached; their frees go home directly. */
+ * allocation is cached; their frees go home directly. A batch is at most
+ * TC_PHASED_BATCH blocks and TC_STASH_BYTES, so a thread's stashes hold at
+ * most 4 x 64 KiB: an idle thread, which nothing but itself may flush,
+ * keeps no more. The aligned bins of the large classes (sizeclass.h) go
+ * through a stash one block at a time, so that an idle thread keeps none
+ * of theirs, whose 256 KiB slabs it would pin in its arena. The owner's
+ * idle trim (tcache_event) sends home a stash unused for a round. */
 #define TC_PHASED_STASHES 4
 #define TC_PHASED_BATCH 16
+#define TC_STASH_BYTES ((size_t)65536)
 typedef struct phased_stash {
     bin_t *bin;
     unsigned n;
+    bool used;                  /* served a block since the last trim round */
+    size_t bytes;               /* n x the bin's object size (read racily by stats) */
     void *objs[TC_PHASED_BATCH];
 } phased_stash_t;
 

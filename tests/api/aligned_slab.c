@@ -7,7 +7,9 @@
  * page-map ends of their own, and 8 KiB slabs hold 16 objects, so a
  * fresh process's 8 KiB blocks take one slab (descriptor, carve) per 16.
  * The large classes up to 64 KiB have slabs for aligned requests too, in
- * special bins (sizeclass.h, SC_ALIGNED_SLAB_MAX).
+ * special bins (sizeclass.h, SC_ALIGNED_SLAB_MAX), one block at a time
+ * through the thread's stashes; a phased stash fetches at most 64 KiB,
+ * counted in stats.tcache_bytes and trimmed by the owner's idle trim.
  *
  * Checked structurally: no large allocation is counted for such requests
  * (stats.arenas.<i>.large.nmalloc), every block has its alignment and is
@@ -158,6 +160,57 @@ TEST(slab_8192_holds_16)
     EXPECT_TRUE(found);
 }
 
+static size_t tcache_bytes(void)
+{
+    size_t v = 0, len = sizeof v;
+    refresh();
+    EXPECT_EQ_I(dpm_ctl("stats.tcache_bytes", &v, &len, NULL, 0), 0);
+    return v;
+}
+
+/* docs/design.md, "Small objects: bins and slabs": the aligned bins of
+ * the large classes stash nothing (an idle thread would pin their slabs);
+ * a phased stash fetches at most 64 KiB, its blocks count as the thread
+ * cache's, and the owner's idle trim sends home a stash it stopped using. */
+TEST(stash_bounded_counted_trimmed)
+{
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    bool cached = false;
+    size_t blen = sizeof cached;
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.enabled", &cached, &blen, NULL, 0), 0);
+    size_t t0 = tcache_bytes();
+    void *big = dpm_malloc_aligned(65536, 65536);
+    void *mid = dpm_malloc_aligned(16384, 16384);
+    EXPECT_NONNULL(big);
+    EXPECT_NONNULL(mid);
+    EXPECT_EQ_U(tcache_bytes(), t0);
+    /* 8 KiB objects laid at 64 bytes before a 4 KiB boundary: a batch of
+     * 8 (64 KiB), 7 stashed; without a thread cache (secure:true) none */
+    size_t stashed = cached ? 7 * 8192 : 0;
+    void *p = dpm_malloc_aligned_at(8192, 4096, 64);
+    EXPECT_NONNULL(p);
+    EXPECT_EQ_U(tcache_bytes(), t0 + stashed);
+    dpm_free(p);
+    dpm_free(mid);
+    dpm_free(big);
+    EXPECT_EQ_U(tcache_bytes(), t0 + stashed);
+    /* The thread goes on with 64-byte blocks only: its slow paths trim
+     * one bin each 64 events and, once per round over the bins, the
+     * stashes unused since the last round. The 64-byte bin holds less
+     * than the stash did, so tcache_bytes below it means the stash went. */
+    size_t n64 = 0, nlen = sizeof n64, sz = 64;
+    EXPECT_EQ_I(dpm_ctl("thread.tcache.ncached_max.read_sizeclass", &n64, &nlen, &sz, sizeof sz), 0);
+    EXPECT_LT_U(n64 * 64 + t0, 7 * 8192);
+    static void *small[512];
+    for (int k = 0; k < 4000; k++) {
+        for (int i = 0; i < 512; i++)
+            EXPECT_NONNULL(small[i] = dpm_malloc(64));
+        for (int i = 0; i < 512; i++)
+            dpm_free(small[i]);
+    }
+    EXPECT_LT_U(tcache_bytes(), 7 * 8192);
+}
+
 int main(void)
 {
     RUN(aligned_8192_8192_is_slab_object);
@@ -171,5 +224,6 @@ int main(void)
     RUN(others_stay_large);
     RUN(realloc_moves_and_keeps);
     RUN(slab_8192_holds_16);
+    RUN(stash_bounded_counted_trimmed);
     return test_done();
 }
