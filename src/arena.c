@@ -582,6 +582,12 @@ static void release_idle_current(bin_t *bin, void *arg)
 
 void arena_release_idle_slabs(arena_t *a)
 {
+    /* Not from inside a page source's callback (one may ask for
+     * arena.<i>.purge or malloc_trim): the slabs given back become runs
+     * whose purge calls the source again, whose callback allocates a
+     * slab and asks again, without end (test page_source). */
+    if (ph_source_calls_here != 0)
+        return;
     for (unsigned c = 0; c < NSMALL; c++)
         release_idle_current(&a->bins[c], NULL);
     arena_for_each_special_bin(a, release_idle_current, NULL);
