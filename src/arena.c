@@ -570,14 +570,18 @@ void arena_bin_flush(void **objs, unsigned n)
     }
 }
 
+/* With purge_lock held: a bin lock is only tried, never waited for (a
+ * reset or destroy takes the bins before purge_lock); a busy bin keeps
+ * its slab this time. */
 static void release_idle_current(bin_t *bin, void *arg)
 {
     (void)arg;
     list_t emptied = {0};
-    lock_elided_t held = mutex_lock_elidable(&bin->lock);
+    if (!mutex_trylock(&bin->lock))
+        return;
     if (bin_detach_idle_current(bin, &emptied))
         slab_release(bin->arena, list_item(list_pop_front(&emptied), span_t, link));
-    mutex_unlock_elidable(&bin->lock, held);
+    mutex_unlock(&bin->lock);
 }
 
 void arena_release_idle_slabs(arena_t *a)
@@ -588,9 +592,15 @@ void arena_release_idle_slabs(arena_t *a)
      * slab and asks again, without end (test page_source). */
     if (ph_source_calls_here != 0)
         return;
-    for (unsigned c = 0; c < NSMALL; c++)
-        release_idle_current(&a->bins[c], NULL);
-    arena_for_each_special_bin(a, release_idle_current, NULL);
+    /* purge_lock orders this with a destroy or a reuse of the slot, which
+     * rewrite the bins (TSan: review_purge_vs_arena_reuse) */
+    mutex_lock(&a->purge_lock);
+    if (!__atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE)) {
+        for (unsigned c = 0; c < NSMALL; c++)
+            release_idle_current(&a->bins[c], NULL);
+        arena_for_each_special_bin(a, release_idle_current, NULL);
+    }
+    mutex_unlock(&a->purge_lock);
 }
 
 /* ---- reset and destroy ------------------------------------------------- */
