@@ -119,9 +119,7 @@ void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
-                 __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED)) &&
-        !mutex_all_held_here)
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     if (tls_state == THREAD_NEW && tcache_create_for_thread())
         return alloc_fast(size);
@@ -638,9 +636,7 @@ static bool arena_call_ok(size_t size, size_t *align)
         errno = ENOMEM;
         return false;
     }
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
-                 __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED)) &&
-        !mutex_all_held_here)
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     return true;
 }

@@ -16,10 +16,10 @@
 #include <time.h>
 
 bool background_pending;
-/* Automatic mode waits for an allocation slow path of a threaded process
- * (background_request_when_threaded); written under bg_lock, read by
- * alloc_slow without it. */
-bool background_auto_waiting;
+/* Automatic mode (background_request_when_threaded) waits for an
+ * allocation slow path of a threaded process; background_pending stays
+ * set meanwhile. Under bg_lock. */
+static bool auto_waiting;
 /* The automatic thread found nothing to decay and sleeps until a free
  * slow path wakes it (background_wake) or a second passes. */
 bool background_idle;
@@ -64,22 +64,33 @@ static uint64_t wake_interval_ns(void)
  * never freed, and its purge_lock, which the pass takes first, orders it
  * with a destroy or reuse of the slot (arena.h). */
 /* Returns whether some arena still has pages a later pass may purge. */
+static bool decay_work_anywhere(void);
 static bool decay_every_arena(void)
 {
     tcaches_reclaim(true, NULL);
-    bool work_left = false;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE))
             continue;
         arena_decay_pass(a);
-        work_left |= arena_decay_work_left(a);
     }
-    return work_left;
+    return decay_work_anywhere();
 }
 
 static void *background_main(void *arg);
+
+/* Whether some arena has pages a later decay pass may purge. */
+static bool decay_work_anywhere(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a != NULL && arena_decay_work_left(a))
+            return true;
+    }
+    return false;
+}
 
 /* The thread belongs to the process, not to whichever thread happened to
  * start it (the first allocation, a ctl switch, a fork child's restart).
@@ -92,7 +103,7 @@ static void *background_main(void *arg);
  * so that the thread is the process's before the start is reported, and
  * not through the attributes: glibc's pthread_attr_setaffinity_np
  * allocates, and the starter is inside the allocator. */
-static void background_detach_from_starter(void)
+static void give_all_cpus(void)
 {
     unsigned long all_cpus[8192 / (8 * sizeof(unsigned long))];
     memset(all_cpus, 0xff, sizeof(all_cpus));
@@ -127,7 +138,7 @@ static int background_create(void)
     if (err == EPERM)
         err = pthread_create(&thread, NULL, background_main, NULL);
     if (err == 0)
-        background_detach_from_starter();
+        give_all_cpus();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return err;
 }
@@ -162,21 +173,14 @@ static bool idle_until_work(void)
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
         pthread_cond_timedwait(&bg_cond, &bg_lock, &ts);
-        if (stopping || !__atomic_load_n(&background_idle, __ATOMIC_RELAXED))
-            break;
-        bool work = false;
-        unsigned na = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-        for (unsigned i = 0; i < na && !work; i++) {
-            arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
-            work = a != NULL && arena_decay_work_left(a);
-        }
-        if (work)
+        if (stopping || !__atomic_load_n(&background_idle, __ATOMIC_RELAXED) || decay_work_anywhere())
             break;
         if (allocating_threads() == 0) {
             __atomic_store_n(&background_idle, false, __ATOMIC_RELAXED);
             running = started_automatically = false;
             __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
-            __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
+            auto_waiting = true;
+            __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
             pthread_detach(pthread_self());   /* nobody joins it now */
             return true;
         }
@@ -198,10 +202,9 @@ static void *background_main(void *arg)
 {
     (void)arg;
     on_background_thread = true;
-    /* Named by itself: glibc names another thread by writing
-     * /proc/self/task/<tid>/comm, an open in the starter's thread (which
-     * a sandbox may forbid: review r25_last_exit_no_proc), its own with
-     * prctl. */
+    /* Named by itself, with prctl: glibc names another thread by opening
+     * a file of it in the starter's thread, which a sandbox may forbid
+     * (review r25_last_exit_no_proc). */
     (void)pthread_setname_np(pthread_self(), "dpmalloc_bg");
     pthread_mutex_lock(&bg_lock);
     while (!stopping) {
@@ -231,19 +234,19 @@ void background_request_at_start(void)
 
 void background_request_when_threaded(void)
 {
-    __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
+    auto_waiting = true;
+    __atomic_store_n(&background_pending, true, __ATOMIC_RELAXED);
 }
 
 void background_maybe_start(void)
 {
-    bool explicit_request = __atomic_load_n(&background_pending, __ATOMIC_RELAXED) ||
-                            __atomic_load_n(&wanted, __ATOMIC_RELAXED);
     /* Automatic mode starts the thread in a process that has threads;
      * until then allocation slow paths pay these tests (no lock, no
-     * store). Only allocation slow paths start it: glibc frees thread
-     * stacks' TLS with its stack-cache lock held, which pthread_create
-     * takes (a start from free deadlocked pthread_join:
-     * review_r9_cap_reservation_chain). */
+     * store), and background_pending stays set. Only allocation slow
+     * paths start it: glibc frees thread stacks' TLS with its stack-cache
+     * lock held, which pthread_create takes (a start from free deadlocked
+     * pthread_join: review_r9_cap_reservation_chain). */
+    bool explicit_request = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
     if (!explicit_request && (process_single_threaded() || forked_here))
         return;
     /* No cancellation point runs under bg_lock here, but a caller
@@ -251,10 +254,10 @@ void background_maybe_start(void)
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_lock(&bg_lock);
-    if (!explicit_request && __atomic_load_n(&background_auto_waiting, __ATOMIC_RELAXED) && !wanted) {
+    if (auto_waiting && !wanted) {
         __atomic_store_n(&wanted, true, __ATOMIC_RELAXED);
         started_automatically = true;
-        __atomic_store_n(&background_auto_waiting, false, __ATOMIC_RELAXED);
+        auto_waiting = false;
     }
     bool start = wanted && !running;
     __atomic_store_n(&background_pending, false, __ATOMIC_RELAXED);
@@ -281,8 +284,7 @@ int background_set(bool on)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_lock(&bg_lock);
     __atomic_store_n(&wanted, on, __ATOMIC_RELAXED);
-    started_automatically = false;   /* the program decided */
-    __atomic_store_n(&background_auto_waiting, false, __ATOMIC_RELAXED);
+    started_automatically = auto_waiting = false;   /* the program decided */
     /* One caller stops the thread and joins it (a thread joined twice is
      * undefined: it hung); another that switches it off meanwhile
      * returns once it is joined, like the one that joins. */
@@ -338,7 +340,7 @@ void background_postfork_child(void)
     if (started_automatically) {   /* the child has one thread: wait for a second again */
         __atomic_store_n(&wanted, false, __ATOMIC_RELAXED);
         started_automatically = false;
-        __atomic_store_n(&background_auto_waiting, true, __ATOMIC_RELAXED);
+        auto_waiting = true;
     }
-    __atomic_store_n(&background_pending, wanted, __ATOMIC_RELAXED);
+    __atomic_store_n(&background_pending, wanted || auto_waiting, __ATOMIC_RELAXED);
 }

@@ -26,8 +26,6 @@ void background_request_at_start(void);
  * slow paths run decay themselves, and a helper thread would make every
  * elided lock a real one). */
 void background_request_when_threaded(void);
-/* Automatic mode waits (alloc_slow tests it). */
-extern bool background_auto_waiting;
 /* The automatic thread sleeps with nothing to decay (free slow paths
  * test it) ... */
 extern bool background_idle;

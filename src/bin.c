@@ -166,10 +166,8 @@ static void slab_settle(bin_t *bin, span_t *s, uint32_t n, list_t *emptied)
          * offset in use): an idle one must not pin a slab. Nor may an
          * aligned bin of a large class (sizeclass.h), whose slabs are
          * 256 KiB, 7 per arena. */
-        if ((bin->phase != 0 || bin->size_class >= NSMALL) && s->nfree == bin->slab_objs) {
-            bin->current = NULL;
-            slab_detach(bin, s, emptied);
-        }
+        if (bin->phase != 0 || bin->size_class >= NSMALL)
+            bin_detach_idle_current(bin, emptied);
         return;
     }
     if (was == 0)

@@ -66,12 +66,12 @@ bin_t *bin_of_flushed(void *p);
  * object are detached onto *emptied (of span_t by link) for the arena to
  * take back. Aborts on a double free. */
 unsigned bin_flush_locked(bin_t *bin, lock_elided_t held, void **objs, unsigned n, list_t *emptied);
-/* Empties the bin's lists after its arena's pages were all released
- * (arena reset); counts the dropped objects as freed. Bin lock held. */
 /* The bin's current slab, if it holds no object, onto *emptied (bin
  * locked): a bin otherwise keeps its current slab when it empties, for
  * the next fill; an explicit purge gives it back. */
 bool bin_detach_idle_current(bin_t *bin, list_t *emptied);
+/* Empties the bin's lists after its arena's pages were all released
+ * (arena reset); counts the dropped objects as freed. Bin lock held. */
 void bin_forget_all(bin_t *bin);
 /* Objects currently allocated from this bin (stats, racy read). */
 size_t bin_live_objects(const bin_t *bin);

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/syscall.h>
 #include <sched.h>
 #include <sys/mman.h>
