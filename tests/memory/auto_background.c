@@ -35,17 +35,7 @@
 
 #include <dpmalloc.h>
 
-static double rss_mib(void)
-{
-    long a = 0, b = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &a, &b) != 2)
-            b = 0;
-        fclose(f);
-    }
-    return (double)b * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
+#include "../review/rss.h"
 
 static bool background_on(void)
 {

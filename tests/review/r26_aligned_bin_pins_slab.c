@@ -20,28 +20,19 @@
  * run by hand, t7 in the report) the same leaves ~15.9 MB active after all
  * is freed and stats.mapped ~0.9-1 GB (10 MB on 326de92), retained.
  *
- * Build: cc -O1 -Iinclude tests/review/r26_aligned_bin_pins_slab.c build/libdpmalloc.a -pthread
+ * Build: cc -O1 -Iinclude -Itests/review tests/review/r26_aligned_bin_pins_slab.c build/libdpmalloc.a -pthread
  * Run:   ./a.out   (exit 0 when nothing is pinned)
  * 28ac113: "pinned 1835008 bytes of empty aligned slabs" (7 x 256 KiB per
  *          arena; 10 of 10 runs), exit 1
  * 326de92: pinned 0, exit 0.
  */
 #include <dpmalloc.h>
+#include "stat_bytes.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static size_t rd(const char *n)
-{
-    uint64_t e = 1;
-    size_t l = sizeof e;
-    dpm_ctl("epoch", &e, &l, &e, sizeof e);
-    size_t v = 0;
-    l = sizeof v;
-    dpm_ctl(n, &v, &l, NULL, 0);
-    return v;
-}
 
 static void purge_all(void)
 {
@@ -64,7 +55,7 @@ int main(void)
     void *warm = aligned_alloc(4096, 4096);   /* the cache and arena exist */
     free(warm);
     purge_all();
-    size_t before = rd("stats.active");
+    size_t before = stat_bytes("stats.active");
     for (unsigned i = 0; i < sizeof cls / sizeof *cls; i++) {
         void *p = aligned_alloc(cls[i][1], cls[i][0]);
         if (p == NULL)
@@ -73,7 +64,7 @@ int main(void)
         free(p);
     }
     purge_all();
-    size_t after = rd("stats.active");
+    size_t after = stat_bytes("stats.active");
     printf("active before %zu after %zu: pinned %zu bytes of empty aligned slabs\n", before, after,
            after > before ? after - before : 0);
     return after > before ? 1 : 0;

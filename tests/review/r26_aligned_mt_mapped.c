@@ -6,7 +6,7 @@
  * slab per class and arena, and nothing releases it), on a workload:
  * the segments holding those slabs are never unmapped.
  *
- * Build: cc -O1 -Iinclude tests/review/r26_aligned_mt_mapped.c build/libdpmalloc.a -pthread
+ * Build: cc -O1 -Iinclude -Itests/review tests/review/r26_aligned_mt_mapped.c build/libdpmalloc.a -pthread
  * Run:   ./a.out 3
  * 28ac113 (3 of 3 runs): with no block live, active 15925248, mapped
  *   0.87-1.17 GB (mostly retained), VmHWM 405-415 MB; exit 1.
@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #endif
 #include <dpmalloc.h>
+#include "stat_bytes.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,6 @@ void free_sized(void *, size_t);
 #define RING 4096
 static void *ring[RING]; static size_t ringsz[RING];
 static pthread_mutex_t rl = PTHREAD_MUTEX_INITIALIZER;
-static size_t rd(const char *n) { uint64_t e = 1; size_t l = sizeof e; dpm_ctl("epoch", &e, &l, &e, sizeof e); size_t v = 0; l = sizeof v; dpm_ctl(n, &v, &l, NULL, 0); return v; }
 static long rss(void) { FILE *f = fopen("/proc/self/statm", "r"); long a, b; fscanf(f, "%ld %ld", &a, &b); fclose(f); return b * 4; }
 static void *worker(void *arg) {
   unsigned s = (unsigned)(uintptr_t)arg;
@@ -57,10 +57,10 @@ int main(int argc, char **argv) {
     dpm_ctl("thread.tcache.flush", NULL, NULL, NULL, 0);
     dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
     malloc_trim(0);   /* every arena purged */
-    printf("round %d rss %ld KiB active %zu mapped %zu retained %zu\n", r, rss(), rd("stats.active"), rd("stats.mapped"), rd("stats.retained"));
+    printf("round %d rss %ld KiB active %zu mapped %zu retained %zu\n", r, rss(), stat_bytes("stats.active"), stat_bytes("stats.mapped"), stat_bytes("stats.retained"));
   }
   int probs = -1; size_t l = sizeof probs; dpm_ctl("debug.check_heap", &probs, &l, NULL, 0);
-  size_t mapped = rd("stats.mapped"), active = rd("stats.active");
+  size_t mapped = stat_bytes("stats.mapped"), active = stat_bytes("stats.active");
   printf("check_heap %d; no block live: active %zu mapped %zu\n", probs, active, mapped);
   return probs != 0 || mapped > ((size_t)100 << 20) || active > ((size_t)4 << 20);
 }

@@ -17,7 +17,7 @@
  * and 64 KiB, then sleeps; main waits 3 s (background_thread:true,
  * decay 0 ms), flushes its cache and purges every arena, then reads stats.
  *
- * Build: cc -O1 -Iinclude tests/review/r26_stash_pins_idle_threads.c build/libdpmalloc.a -pthread
+ * Build: cc -O1 -Iinclude -Itests/review tests/review/r26_stash_pins_idle_threads.c build/libdpmalloc.a -pthread
  * Run:   DPMALLOC_CONF=background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0 ./a.out
  * Expected: allocated and active near their starting values, exit 0.
  * 28ac113 (3 of 3 runs): allocated 70789440 (15 blocks x (16+32+48+64) KiB
@@ -29,6 +29,7 @@
  * an idle thread's stash stay resident (and unusable by other threads).
  */
 #include <dpmalloc.h>
+#include "stat_bytes.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,16 +39,6 @@
 
 #define NT 32
 
-static size_t rd(const char *n)
-{
-    uint64_t e = 1;
-    size_t l = sizeof e;
-    dpm_ctl("epoch", &e, &l, &e, sizeof e);
-    size_t v = 0;
-    l = sizeof v;
-    dpm_ctl(n, &v, &l, NULL, 0);
-    return v;
-}
 
 static pthread_barrier_t ready, done;
 
@@ -70,7 +61,7 @@ int main(void)
 {
     pthread_t t[NT];
     free(malloc(1));
-    size_t a0 = rd("stats.allocated"), c0 = rd("stats.active");
+    size_t a0 = stat_bytes("stats.allocated"), c0 = stat_bytes("stats.active");
     pthread_barrier_init(&ready, NULL, NT + 1);
     pthread_barrier_init(&done, NULL, NT + 1);
     for (int i = 0; i < NT; i++)
@@ -86,7 +77,7 @@ int main(void)
         snprintf(name, sizeof name, "arena.%u.purge", i);
         dpm_ctl(name, NULL, NULL, NULL, 0);
     }
-    size_t a1 = rd("stats.allocated"), c1 = rd("stats.active"), tc = rd("stats.tcache_bytes");
+    size_t a1 = stat_bytes("stats.allocated"), c1 = stat_bytes("stats.active"), tc = stat_bytes("stats.tcache_bytes");
     printf("no block live: allocated %zu -> %zu, active %zu -> %zu, tcache_bytes %zu\n", a0, a1, c0, c1, tc);
     pthread_barrier_wait(&done);
     for (int i = 0; i < NT; i++)

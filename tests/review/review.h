@@ -12,19 +12,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "rss.h"
+
 int dpm_ctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
 
-static inline double rss_mib(void)
-{
-    long a = 0, b = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &a, &b) != 2)
-            b = 0;
-        fclose(f);
-    }
-    return (double)b * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
 
 /* A size_t statistic ("stats.mapped", ...) after an epoch refresh, in MiB;
  * 0 without dpmalloc. */
