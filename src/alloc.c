@@ -15,6 +15,11 @@
 #include <errno.h>
 #include <string.h>
 
+/* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
+__thread thread_hot_t tls_thread = {.leaf_key = TC_NO_LEAF, .tcache = &tcache_empty, .cpu_table = cpu_cache_none_table};
+/* The thread asked for what only its own cache gives (thread_front_keep_own). */
+static __thread bool keeps_own_cache;
+
 #define JUNK_ALLOC 0xa5
 #define JUNK_FREE 0x5a
 #define SAMPLE_EVERY 64
@@ -90,6 +95,13 @@ static void *alloc_slow_body(size_t size)
 {
     unsigned c = sc_of_size(size);
     tcache_t *tc = tcache_mine();
+    if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
+        void *p = cpu_cache_alloc_miss(thread_arena(), c);
+        if (p == NULL)
+            return fail_nomem();
+        tc_block_handed_out(p);
+        return p;
+    }
     if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
         counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
@@ -121,8 +133,10 @@ void *alloc_slow(size_t size)
         return fail_nomem();
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    if (tls_state == THREAD_NEW && tcache_create_for_thread())
+    if (tls_state == THREAD_NEW && tcache_create_for_thread()) {
+        thread_front_pick();
         return alloc_fast(size);
+    }
     if (!sample_this_call())
         return alloc_slow_body(size);
     uint64_t t0 = cpu_cycles();
@@ -178,7 +192,13 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     unsigned c = TC_NONE;
     /* a block that holds the key may sit in some thread's cache, whether
      * or not this thread would cache it now */
-    tcache_check_not_cached(p, s, call, "double free of");
+    check_not_cached(p, s, call, "double free of");
+    if (s->tcache_class < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
+        *tc_key_word(p) = TC_FREE_KEY;
+        DPM_ANN_CLOSE_KEY(p);
+        cpu_cache_free_full(p, s->tcache_class);
+        return;
+    }
     if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
         c = tcache_bin_for(tcache_mine(), s);
     if (c != TC_NONE) {
@@ -267,8 +287,10 @@ static void free_leaf_miss_body(void *p, const char *call)
         /* A thread that frees before it allocates (a consumer) gets its
          * cache here, so its frees are batched like an allocating
          * thread's instead of each taking a bin lock. */
-        if (tls_state == THREAD_NEW && tcache_create_for_thread())
+        if (tls_state == THREAD_NEW && tcache_create_for_thread()) {
+            thread_front_pick();
             free_fast(p, call);
+        }
         else
             free_slow(p, span_of(p), call);
         return;
@@ -284,6 +306,77 @@ void free_leaf_miss(void *p, const char *call)
     int *err = &errno, saved = *err;   /* as in free_slow */
     free_leaf_miss_body(p, call);
     *err = saved;
+}
+
+/* ---- the front ends ---------------------------------------------------- */
+
+bool block_is_cached(const void *p, unsigned bin)
+{
+    return tcache_holds_block(p, bin) || cpu_caches_hold(p, bin);
+}
+
+void confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
+{
+    if (block_is_cached(p, bin))
+        dpm_misuse(call, p, what);
+}
+
+void thread_front_pick(void)
+{
+    bool cpu = cpu_caches_on && tls_state == THREAD_CACHED && !keeps_own_cache && rseq_thread_ready();
+    bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
+    tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
+    /* what the thread freed may sit in any CPU's cache: a thread that
+     * leaves them (its cache disabled or tuned) sees them emptied, as a
+     * thread cache's flush would */
+    if (was_cpu && !cpu && ph_source_calls_here == 0)
+        cpu_caches_drain(false);
+}
+
+void thread_front_keep_own(void)
+{
+    keeps_own_cache = true;
+    thread_front_pick();
+}
+
+void *alloc_front_miss(size_t size)
+{
+    if (tls_thread.cpu_table != cpu_cache_table)
+        return thread_alloc_fast(size);
+    unsigned c = sc_of_size(size);
+    if (c >= g.tcache_nclasses)
+        return alloc_slow(size);
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
+        background_maybe_start();
+    /* the thread's own large cache and stashes are trimmed by its events */
+    tcache_event(tcache_mine());
+    void *p = cpu_cache_alloc_miss(thread_arena(), c);
+    if (p == NULL)
+        return fail_nomem();
+    tc_block_handed_out(p);
+    return p;
+}
+
+void free_front_miss(void *p, uintptr_t e, const char *call)
+{
+    if (tls_thread.cpu_table != cpu_cache_table) {
+        thread_free_fast(p, call);
+        return;
+    }
+    uintptr_t tag = radix_entry_tag(e);
+    /* an automatic arena's cached class: the checks passed in free_fast */
+    if (tag != 0 && tag - 1 < g.tcache_nclasses) {
+        int *err = &errno, saved = *err;   /* free keeps errno (free_slow) */
+        if (unlikely(__atomic_load_n(&background_idle, __ATOMIC_RELAXED)))
+            background_wake();
+        *tc_key_word(p) = TC_FREE_KEY;
+        DPM_ANN_CLOSE_KEY(p);
+        tcache_event(tcache_mine());
+        cpu_cache_free_full(p, (unsigned)tag - 1);
+        *err = saved;
+        return;
+    }
+    free_slow(p, radix_entry_span(e), call);
 }
 
 void *calloc_impl(size_t n, size_t size)
@@ -404,7 +497,7 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
     if (unlikely(size > ALLOC_MAX))
         return fail_nomem();
     DPM_ANN_REALLOC_BEGIN(p);
-    tcache_check_not_cached(p, s, call, "use after free of");
+    check_not_cached(p, s, call, "use after free of");
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
     /* secure mode checks sized frees against the class: a block stays in
@@ -916,7 +1009,9 @@ DPM_EXPORT int dpm_reserve(size_t bytes, int socket, unsigned flags)
         return errno;
     }
     int err = numa_reserve(a, bytes, a->node, flags);
-    if (err == 0)
+    if (err == 0) {
         tcache_prefault();
+        cpu_cache_prefault();
+    }
     return err;
 }

@@ -20,6 +20,7 @@
 
 #include "global.h"
 #include "tcache.h"
+#include "cpu_cache.h"
 
 
 void *alloc_slow(size_t size) DPM_NOINLINE;
@@ -49,8 +50,23 @@ void free_sized_impl(void *p, size_t size, const char *call);
  * through its cache. For the rte_malloc layer (rte_compat.c): the block is
  * annotated (DPM_ANN_ALLOC) as an entry point's. */
 void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero);
+/* The CPU cache's pop failed (an empty bin, a locked cache, or a thread
+ * that uses its own cache): the rest of malloc. */
+void *alloc_front_miss(size_t size) DPM_NOINLINE;
+/* The CPU cache's push failed for p, whose page-map entry is e: its tag
+ * is 0 (a large block, a foreign pointer), or the block passed the
+ * checks of free_fast. The rest of free. */
+void free_front_miss(void *p, uintptr_t e, const char *call) DPM_NOINLINE;
+/* Puts the calling thread on the CPU caches, or on its own cache: its
+ * own while it is bound to an arena with thread.arena, tuned with
+ * thread.tcache.ncached_max, has its cache disabled, or the process
+ * runs without CPU caches. */
+void thread_front_pick(void);
+/* The calling thread asked for something only its own cache gives
+ * (thread.arena, thread.tcache.ncached_max): it keeps that cache. */
+void thread_front_keep_own(void);
 
-DPM_INLINE void *alloc_fast(size_t size)
+DPM_INLINE void *thread_alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin in tcache_t.bins */
     if (likely(size <= TC_LOOKUP_MAX))
@@ -81,7 +97,7 @@ DPM_INLINE void *alloc_fast(size_t size)
  * interior pointers (not a block start), blocks that sit free in their slab
  * (never handed out, or freed twice and flushed), and blocks that hold the
  * free key (freed into a cache and not handed out since: a double free,
- * confirmed by tcache_confirm_double_free).
+ * confirmed by confirm_not_cached).
  *
  * The bin comes from the page-map entry's tag (radix.h), so the only
  * dependent load from p to the push's address is the entry (through the
@@ -91,7 +107,7 @@ DPM_INLINE void *alloc_fast(size_t size)
  * (foreign pointer, or a block no cache takes) selects the dummy bin,
  * which is always full: the span is only read once the tag says there is
  * one. */
-DPM_INLINE void free_fast(void *p, const char *call)
+DPM_INLINE void thread_free_fast(void *p, const char *call)
 {
     uintptr_t a = (uintptr_t)p;
     if (unlikely(!thread_leaf_covers(a))) {
@@ -113,6 +129,77 @@ DPM_INLINE void free_fast(void *p, const char *call)
         }
     }
     free_slow(p, radix_entry_span(e), call);
+}
+
+/* Whether p sits in bin `bin` of a thread cache, a CPU cache or a
+ * transfer cache (the free key's lookup; see tcache.h). */
+bool block_is_cached(const void *p, unsigned bin);
+/* The check every free and realloc of a block of span s makes before it
+ * touches it: a block that holds the free key and may sit in a cache (its
+ * class has a bin; a manual arena's tag names the class's bin plus
+ * TC_MANUAL_BASE) is looked up there first; found, the call aborts with
+ * "<call>(): <what> <p>". */
+void confirm_not_cached(void *p, unsigned bin, const char *call, const char *what) DPM_NOINLINE;
+DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, const char *what)
+{
+    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
+        confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, what);
+}
+
+/* The fast paths of both front ends start with the CPU cache's sequence:
+ * a thread on its own cache uses the table whose every entry is locked
+ * (cpu_cache.h), so the sequence fails and the miss path takes the
+ * thread cache's fast path. */
+DPM_INLINE void *alloc_fast(size_t size)
+{
+    size_t off;   /* of the class's bin from bins[0] (tags[1]) */
+    if (likely(size <= TC_LOOKUP_MAX))
+        off = tc_bin_offset_of_size[size];
+    else if (size <= SC_LOOKUP_MAX)
+        off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
+    else if (size <= SMALL_MAX)
+        off = sc_compute(size) * sizeof(tc_bin_t);
+    else
+        return alloc_slow(size);
+    void *p = cpu_cache_pop(tls_thread.cpu_table, off);
+    if (likely(p != NULL)) {
+        tc_block_handed_out(p);
+        return p;
+    }
+    return alloc_front_miss(size);
+}
+
+/* The checks are the thread cache's (see thread_free_fast); the key is
+ * stored before the push commits (after it, another thread on this CPU
+ * could already have the block) and put back if the push fails. */
+DPM_INLINE void free_fast(void *p, const char *call)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (unlikely(!thread_leaf_covers(a))) {
+        free_leaf_miss(p, call);
+        return;
+    }
+    uintptr_t e = thread_leaf_entry(a);
+    uintptr_t tag = radix_entry_tag(e);
+    if (likely(tag != 0)) {
+        const span_t *s = radix_entry_span(e);
+        uint64_t idx = span_block_index(s, a);
+        uint32_t word;
+        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
+            likely((word = *tc_key_word(p)) != TC_FREE_KEY)) {
+            *tc_key_word(p) = TC_FREE_KEY;
+            if (likely(cpu_cache_push(tls_thread.cpu_table, tag * sizeof(cpu_bin_t), p))) {
+                DPM_ANN_CLOSE_KEY(p);
+                return;
+            }
+            *tc_key_word(p) = word;
+            free_front_miss(p, e, call);
+            return;
+        }
+        free_slow(p, radix_entry_span(e), call);   /* a check failed: its report */
+        return;
+    }
+    free_front_miss(p, e, call);
 }
 
 #endif

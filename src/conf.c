@@ -24,6 +24,8 @@ const opt_desc_t opt_table[] = {
     {"narenas", OPT_UNSIGNED, &opt.narenas, 0, OPT_NARENAS_MAX},
     {"tcache", OPT_BOOL, &opt.tcache, 0, 1},
     {"tcache_max", OPT_SIZE, &opt.tcache_max, 0, (int64_t)8 << 20},
+    {"percpu", OPT_BOOL, &opt.percpu, 0, 1},
+    {"percpu_bytes", OPT_SIZE, &opt.percpu_bytes, 0, (int64_t)1 << 30},
     {"tcache_nslots_small_min", OPT_UNSIGNED, &opt.tcache_nslots_small_min, 1, 2048},
     {"tcache_nslots_small_max", OPT_UNSIGNED, &opt.tcache_nslots_small_max, 1, 2048},
     {"tcache_nslots_large", OPT_UNSIGNED, &opt.tcache_nslots_large, 0, 64},
@@ -55,6 +57,8 @@ static void set_defaults(void)
     memset(&opt, 0, sizeof(opt));
     opt.tcache = true;
     opt.tcache_max = (size_t)4 << 20;
+    opt.percpu = true;
+    opt.percpu_bytes = (size_t)1 << 20;
     opt.tcache_nslots_small_min = 20;
     opt.tcache_nslots_small_max = 200;
     opt.tcache_nslots_large = 16;

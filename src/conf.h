@@ -44,6 +44,8 @@ typedef struct dpm_opts {
     unsigned thp;
     bool numa;                        /* threads take their node's arena */
     size_t reserve_mb;                /* dpm_reserve at init (MiB) */
+    bool percpu;                      /* caches per CPU on rseq where they work */
+    size_t percpu_bytes;              /* small blocks a CPU's cache may hold */
     uint32_t slab_pages[NSMALL];      /* 0: default shape */
     char slab_sizes[256];             /* as given, for opt.slab_sizes */
     unsigned pcv_slots;               /* per-core variable slots; 0: automatic */

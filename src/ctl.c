@@ -5,6 +5,7 @@
  * size_t for sizes, ssize_t for decay times, bool for flags.
  */
 #include "ctl.h"
+#include "alloc.h"
 #include "background.h"
 #include "conf.h"
 #include "global.h"
@@ -57,6 +58,14 @@ static int h_version(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
     const char *v = DPMALLOC_VERSION;
+    return read_only(c, &v, sizeof(v));
+}
+
+/* "cpu": caches per CPU on rseq; "thread": every thread its own cache. */
+static int h_front_end(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *v = cpu_caches_on ? "cpu" : "thread";
     return read_only(c, &v, sizeof(v));
 }
 
@@ -210,14 +219,22 @@ static int h_thread_arena(const ctl_call_t *c, const void *arg)
     if (err != 0 || w == 0)
         return err;
     arena_t *a = arena_get(want);
-    return a != NULL ? thread_bind_arena(a) : EINVAL;
+    err = a != NULL ? thread_bind_arena(a) : EINVAL;
+    if (err == 0)
+        thread_front_keep_own();
+    return err;
 }
 
 static int h_tcache_flush(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
     int err = action_only(c);
-    return err != 0 ? err : tcache_flush_mine();
+    if (err == 0)
+        err = tcache_flush_mine();
+    /* what the thread freed may sit in any CPU's cache */
+    if (err == 0)
+        cpu_caches_drain(false);
+    return err;
 }
 
 static int h_tcache_enabled(const ctl_call_t *c, const void *arg)
@@ -230,6 +247,7 @@ static int h_tcache_enabled(const ctl_call_t *c, const void *arg)
     int err = read_out(c, &old, sizeof(old));
     if (err == 0 && w == 1)
         err = thread_tcache_enable(v);
+    thread_front_pick();
     return err;
 }
 
@@ -260,6 +278,7 @@ static int h_ncached_write(const ctl_call_t *c, const void *arg)
         int err = thread_ncached_max_set((size_t)lo, (size_t)hi, n > 0xffffffffu ? 0xffffffffu : (unsigned)n);
         if (err != 0)
             return err;
+        thread_front_keep_own();   /* the tuned bins are the thread's own */
         spec += used;
         if (*spec == '|')
             spec++;
@@ -286,6 +305,7 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
      * out of every thread's large cache first, idle threads' included */
     if (arg == NULL) {
         tcaches_reclaim(false, a);
+        cpu_caches_drain(false);
         arena_release_idle_slabs(a);
     }
     arena_decay_now(a, arg == NULL);
@@ -526,6 +546,9 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.reserved", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, reserved, F_SIZE)},
     {"stats.metadata", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, metadata, F_SIZE)},
     {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
+    {"stats.cpu_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, cpu_cache_bytes, F_SIZE)},
+    {"stats.transfer_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, transfer_bytes, F_SIZE)},
+    {"stats.front_end", "const char *", "r-", h_front_end, NULL},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),
     ARENA_STAT("muzzy_decay_ms", muzzy_decay_ms, F_I64_AS_SSIZE),

@@ -20,6 +20,7 @@
 #include "stats.h"
 #include "types.h"
 #include "numa.h"
+#include "cpu_cache.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -33,7 +34,8 @@ static bool init_failed;
 /* ---- fork ---------------------------------------------------------------
  *
  * Lock order at fork: glibc's list of open FILEs, then every dpmalloc lock
- * (bg_lock, stats, types, thread caches, arenas and bins, page map, base).
+ * (bg_lock, stats, types, thread caches, CPU and transfer caches, arenas
+ * and bins, page map, base).
  * glibc's fork takes that list lock itself, but only after the prepare
  * handlers; a thread in fflush(NULL) holds it while it waits for a FILE
  * whose holder (getline, a first buffered write) is in malloc. If dpmalloc
@@ -82,6 +84,7 @@ static void prefork(void)
     stats_prefork();
     types_prefork();
     tcaches_prefork();
+    cpu_caches_prefork();
     arenas_prefork();
     pages_prefork();
     base_prefork();
@@ -96,6 +99,7 @@ static void postfork_parent(void)
     base_postfork_parent();
     pages_postfork_parent();
     arenas_postfork_parent();
+    cpu_caches_postfork_parent();
     tcaches_postfork_parent();
     types_postfork_parent();
     stats_postfork_parent();
@@ -112,6 +116,7 @@ static void postfork_child(void)
     base_postfork_child();
     pages_postfork_child();
     arenas_postfork_child();
+    cpu_caches_postfork_child();
     tcaches_postfork_child();
     numa_postfork_child();
     types_postfork_child();
@@ -163,6 +168,7 @@ static bool init_locked(void)
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
     tcache_fill_lookup();
     tcache_init_bin_tags();
+    (void)cpu_caches_init();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sched.h>
@@ -174,6 +175,31 @@ unsigned os_ncpus(void)
     }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1;
+}
+
+unsigned os_possible_cpus(void)
+{
+    int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return UINT32_MAX;
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return UINT32_MAX;
+    /* "0-63", "0,2-5": the last number is the highest */
+    unsigned last = UINT32_MAX;
+    for (ssize_t i = 0; i < n;) {
+        if (buf[i] < '0' || buf[i] > '9') {
+            i++;
+            continue;
+        }
+        unsigned v = 0;
+        while (i < n && buf[i] >= '0' && buf[i] <= '9' && v < 1000000)
+            v = v * 10 + (unsigned)(buf[i++] - '0');
+        last = v;
+    }
+    return last == UINT32_MAX ? last : last + 1;
 }
 
 uint64_t os_now_ns(void)

@@ -58,6 +58,10 @@ enum purge_result os_purge_lazy(void *addr, size_t size);
  * silently skips a partial huge page at the end (so "zeroed" would lie). */
 enum purge_result os_purge_now(void *addr, size_t size);
 unsigned os_ncpus(void);
+/* How many CPU numbers the kernel may ever give (the last number in
+ * /sys/devices/system/cpu/possible, plus one; read once, at init, without
+ * allocating); UINT32_MAX if unknown. */
+unsigned os_possible_cpus(void);
 /* The kernel's page size (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64). */
 size_t os_page_size(void);
 uint64_t os_now_ns(void);

@@ -286,6 +286,7 @@ LIBC_ENTRY int malloc_trim(size_t pad)
     if (!dpm_ready())
         return 0;
     tcaches_reclaim(false, NULL);
+    cpu_caches_drain(false);
     size_t pages = 0;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {

@@ -273,10 +273,10 @@ static const span_t *live_block(const void *p)
         DPM_ANN_KEY_UNPEEK((void *)p);
     }
     /* The key only says "maybe cached": a program may store its value in
-     * bytes 8..11 of a live block. As free does (tcache_check_not_cached),
+     * bytes 8..11 of a live block. As free does (check_not_cached),
      * a keyed block is looked up in the caches; only a block found there
      * was freed. */
-    if (keyed && tcache_holds_block(p, s->tcache_class % TC_MANUAL_BASE))
+    if (keyed && block_is_cached(p, s->tcache_class % TC_MANUAL_BASE))
         return NULL;   /* freed into a thread cache */
     return s;
 }

@@ -14,8 +14,6 @@
 #include <string.h>
 
 __thread arena_t *tls_arena;
-/* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
-__thread thread_hot_t tls_thread = {.leaf_key = TC_NO_LEAF, .tcache = &tcache_empty};
 __thread uint8_t tls_state;
 /* All bins zero: empty and full. */
 tcache_t tcache_empty;
@@ -260,12 +258,6 @@ bool tcache_holds_block(const void *p, unsigned bin)
     }
     mutex_unlock(&tcaches_lock);
     return found;
-}
-
-void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
-{
-    if (tcache_holds_block(p, bin))
-        dpm_misuse(call, p, what);
 }
 
 /* ---- fill and flush ---------------------------------------------------- */

@@ -178,7 +178,7 @@ DPM_INLINE tc_bin_t *tc_bin_of_tag(tcache_t *tc, uintptr_t tag)
 DPM_INLINE bool tc_bin_full(const tc_bin_t *b) { return (uint16_t)(uintptr_t)b->head == b->full_lo; }
 /* head and the slots are written with relaxed atomic stores (plain
  * moves): other threads read them racily (statistics, the double-free
- * lookup in tcache_confirm_not_cached). */
+ * lookup in confirm_not_cached, alloc.h). */
 DPM_INLINE void tc_bin_push(tc_bin_t *b, void *p)
 {
     void **h = b->head - 1;
@@ -203,7 +203,7 @@ DPM_INLINE void tc_bin_set_head(tc_bin_t *b, void **h)
  * it: span_t.keyed_bits), so a double free of a block a fill brought back
  * is found too; a fill's other blocks hold no key and need no store. A free
  * that finds the key there is probably a double free of a cached block;
- * tcache_confirm_not_cached looks the block up in the caches before it
+ * confirm_not_cached (alloc.h) looks the block up in the caches before it
  * aborts, so a program that
  * happens to store that 32-bit value there only pays a lookup. A constant
  * (odd, so that the low half of no aligned pointer equals it), compared
@@ -292,6 +292,10 @@ typedef struct thread_hot {
      * made yet, disabled, being emptied by its owner, exiting). Only the
      * owner writes it: no other thread touches a cache's small bins. */
     tcache_t *tcache;
+    /* The CPU caches' table the thread's sequences index (cpu_cache.h):
+     * cpu_cache_table, or the all-locked table while the thread uses
+     * its own cache or none. */
+    struct cpu_cache *const *cpu_table;
 } thread_hot_t;
 extern __thread thread_hot_t tls_thread;
 extern __thread uint8_t tls_state;   /* enum thread_state */
@@ -326,25 +330,10 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c);
 /* Bin c (< TC_MAX_CLASSES) is full: flushes half of it and pushes p
  * (keyed by the caller). */
 void tcache_free_full(tcache_t *tc, unsigned c, void *p);
-/* p, handed to call (free, realloc, ...) holds the free key: aborts with
- * "<call>(): <what> <p>" if p sits in bin `bin` of this or any other
- * thread's cache (it was freed before); returns if it does not (the
- * program stored the key's value, or the block was flushed home with the
- * key in it and handed out without a cache). */
-void tcache_confirm_not_cached(void *p, unsigned bin, const char *call, const char *what);
-/* The lookup of tcache_confirm_not_cached without the abort: does p sit in
+/* The thread caches' part of the lookup of confirm_not_cached: does p sit in
  * bin `bin` of some thread's cache? For callers that must answer, not
  * abort (dpm_rte_malloc_validate). Takes tcaches_lock. */
 bool tcache_holds_block(const void *p, unsigned bin);
-/* The check every free and realloc of a block of span s makes before it
- * touches it: a block that holds the free key and may sit in a cache (its
- * class has a bin; a manual arena's tag names the class's bin plus
- * TC_MANUAL_BASE) is looked up there first. */
-DPM_INLINE void tcache_check_not_cached(void *p, const span_t *s, const char *call, const char *what)
-{
-    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
-        tcache_confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, what);
-}
 /* Fills tc_bin_offset_of_size (init; idempotent). */
 void tcache_fill_lookup(void);
 /* Tells the arenas the tag of each small class's blocks

@@ -26,6 +26,8 @@ static const ctl_node_t opt_nodes[] = {
     {"opt.narenas", "unsigned"},
     {"opt.tcache", "bool"},
     {"opt.tcache_max", "size_t"},
+    {"opt.percpu", "bool"},
+    {"opt.percpu_bytes", "size_t"},
     {"opt.tcache_nslots_small_min", "unsigned"},
     {"opt.tcache_nslots_small_max", "unsigned"},
     {"opt.tcache_nslots_large", "unsigned"},

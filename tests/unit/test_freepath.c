@@ -23,6 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The thread caches' free path: this program runs on them (its CPU
+ * caches' counterpart is test_cpu_cache). */
+const char *dpm_conf = "percpu:false";
+
 #define MAX_BLOCKS 400000
 /* Address space reserved (not committed) below the heap: more than a leaf */
 #define HOG (((size_t)1 << (LG_PAGE + RADIX_LG_LEAF)) + ((size_t)1 << 30))

@@ -1,0 +1,439 @@
+/*
+ * cpu_cache.c - the slow halves of the CPU caches (see cpu_cache.h):
+ * making a CPU's cache, locking it from its own CPU or from afar,
+ * refilling and spilling bins through the transfer caches, draining.
+ */
+#include "cpu_cache.h"
+#include "base.h"
+#include "conf.h"
+#include "global.h"
+#include "os.h"
+#include "transfer.h"
+
+#include <sched.h>
+#include <string.h>
+
+cpu_cache_t cpu_cache_locked;
+cpu_cache_t *cpu_cache_table[CPU_SLOTS_MAX] = {[0 ... CPU_SLOTS_MAX - 1] = &cpu_cache_locked};
+cpu_cache_t *const cpu_cache_none_table[CPU_SLOTS_MAX] = {[0 ... CPU_SLOTS_MAX - 1] = &cpu_cache_locked};
+bool cpu_caches_on;
+
+/* The caches made so far, by CPU (never freed: a CPU may come back). */
+static cpu_cache_t *caches[CPU_SLOTS_MAX];
+static dpm_mutex_t make_lock = DPM_MUTEX_INITIALIZER;
+/* Slots per class in every CPU cache. */
+static unsigned class_cap[NSMALL];
+static size_t slots_per_cache;
+/* The CPU whose cache this thread holds locked, plus one (0: none): a
+ * signal handler that drains or forks must not wait for its own
+ * interrupted holder. */
+static __thread unsigned held_here;
+
+/* ---- bounds -------------------------------------------------------------- */
+
+/* A CPU's cache holds at most opt.percpu_bytes of small blocks: each of
+ * the cached classes gets an equal share, in whole blocks (at least one,
+ * at most CPU_BATCH_MAX); cpu_cache_bound() is the exact sum. */
+static void size_classes(void)
+{
+    size_t share = g.tcache_nclasses != 0 ? opt.percpu_bytes / g.tcache_nclasses : 0;
+    slots_per_cache = 0;
+    for (unsigned c = 0; c < NSMALL; c++) {
+        size_t n = c < g.tcache_nclasses ? share / sc_size(c) : 0;
+        if (c < g.tcache_nclasses && n == 0)
+            n = 1;
+        class_cap[c] = n > CPU_BATCH_MAX ? CPU_BATCH_MAX : (unsigned)n;
+        slots_per_cache += class_cap[c];
+    }
+}
+
+size_t cpu_cache_bound(void)
+{
+    size_t bytes = 0;
+    for (unsigned c = 0; c < NSMALL; c++)
+        bytes += (size_t)class_cap[c] * sc_size(c);
+    return bytes;
+}
+
+bool cpu_caches_init(void)
+{
+    cpu_caches_on = false;
+    if (!opt.percpu || g.tcache_nclasses == 0 || os_possible_cpus() > CPU_SLOTS_MAX || !rseq_init())
+        return false;
+    size_classes();
+    /* the transfer caches hold as much as half the CPUs' caches */
+    unsigned ncpus = os_possible_cpus(), share = ncpus > 2 ? ncpus / 2 : 1;
+    unsigned caps[NSMALL];
+    for (unsigned c = 0; c < NSMALL; c++)
+        caps[c] = class_cap[c] * share;
+    if (!transfer_init(caps))
+        return false;
+    cpu_caches_on = true;
+    return true;
+}
+
+/* ---- making and locking -------------------------------------------------- */
+
+static cpu_cache_t *make_cache(unsigned cpu)
+{
+    mutex_lock(&make_lock);
+    cpu_cache_t *cc = caches[cpu];
+    if (cc == NULL) {
+        cc = base_alloc(sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *), CACHELINE);
+        if (cc != NULL) {
+            cc->cpu = cpu;
+            void **next = (void **)(cc + 1);
+            for (unsigned c = 0; c < NSMALL; c++) {
+                if (class_cap[c] == 0)
+                    continue;
+                cpu_bin_t *b = &cc->tags[c + 1];
+                b->low = next;
+                b->top = b->head = next + class_cap[c];
+                b->cap = class_cap[c];
+                next += class_cap[c];
+            }
+            __atomic_store_n(&caches[cpu], cc, __ATOMIC_RELEASE);
+            __atomic_store_n(&cpu_cache_table[cpu], cc, __ATOMIC_RELEASE);
+        }
+    }
+    mutex_unlock(&make_lock);
+    return cc;
+}
+
+/* Locks the cache of the CPU the caller runs on, in a sequence that
+ * commits with the swap: no other sequence can be half-done on this CPU
+ * when it succeeds. Returns the cache, or NULL (*cpu set) when it is
+ * locked by someone else or not made yet. */
+static cpu_cache_t *lock_here(unsigned *cpu)
+{
+#if DPM_HAVE_RSEQ
+    cpu_cache_t *cc;
+    unsigned long n;
+    __asm__ goto(CPU_RSEQ_PROLOGUE("%[roff]")
+                 "movl %%eax, %k[n]\n\t"
+                 "movq (%[table], %[n], 8), %%rax\n\t"
+                 "cmpq %[locked], %%rax\n\t"
+                 "je %l[busy]\n\t"
+                 "lock cmpxchgq %[locked], (%[table], %[n], 8)\n\t"   /* commit */
+                 "2:\n\t"
+                 "jne %l[busy]\n\t"
+                 : "=&a"(cc), [n] "=&r"(n)
+                 : [roff] "r"(__rseq_offset), [table] "r"(cpu_cache_table), [locked] "r"(&cpu_cache_locked)
+                 : "memory", "cc"
+                 : busy);
+    *cpu = (unsigned)n;
+    held_here = (unsigned)n + 1;
+    return cc;
+busy:
+#endif
+    *cpu = rseq_cpu_now() % CPU_SLOTS_MAX;
+    return NULL;
+}
+
+/* Locks CPU cpu's cache from any CPU: the swap, then the fence that
+ * restarts a sequence begun on that CPU before it. wait: until its
+ * holder lets go; otherwise false if it is held. */
+static cpu_cache_t *lock_remote(unsigned cpu, bool wait)
+{
+    cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+    if (cc == NULL || held_here == cpu + 1)
+        return NULL;
+    for (;;) {
+        cpu_cache_t *expect = cc;
+        if (__atomic_compare_exchange_n(&cpu_cache_table[cpu], &expect, &cpu_cache_locked, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            break;
+        if (!wait)
+            return NULL;
+        sched_yield();
+    }
+    held_here = cpu + 1;
+    rseq_fence((int)cpu);
+    return cc;
+}
+
+static void unlock(cpu_cache_t *cc)
+{
+    held_here = 0;
+    __atomic_store_n(&cpu_cache_table[cc->cpu], cc, __ATOMIC_RELEASE);
+}
+
+/* lock_here, making the CPU's cache first if it has none. */
+static cpu_cache_t *lock_here_made(void)
+{
+    unsigned cpu;
+    cpu_cache_t *cc = lock_here(&cpu);
+    if (cc == NULL && cpu < CPU_SLOTS_MAX && __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE) == NULL &&
+        make_cache(cpu) != NULL)
+        cc = lock_here(&cpu);
+    return cc;
+}
+
+/* ---- refill and spill ---------------------------------------------------- */
+
+/* Blocks of class c that found no room in a CPU cache: to the transfer
+ * cache, the rest home. No lock held. */
+static void spill(unsigned c, void **objs, unsigned n)
+{
+    unsigned kept = transfer_put(c, objs, n);
+    if (kept < n)
+        arena_bin_flush(objs + kept, n - kept);
+}
+
+void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
+{
+    cpu_cache_t *cc = lock_here_made();
+    unsigned want = 1;
+    if (cc != NULL) {
+        __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
+        counter_add(&cc->nmisses[c], 1);
+        cpu_bin_t *b = &cc->tags[c + 1];
+        if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
+            void *p = *b->head++;
+            unlock(cc);
+            return p;
+        }
+        want = b->cap / 2 + 1;
+        unlock(cc);
+    }
+    /* no lock while the arena fills: a page source's callback may run */
+    void *batch[CPU_BATCH_MAX / 2 + 1];
+    unsigned got = transfer_take(c, batch, want);
+    if (got == 0 && a != NULL)
+        got = arena_bin_fill(&a->bins[c], batch, want, NULL);
+    if (got == 0)
+        return NULL;
+    if (got > 1) {
+        unsigned pushed = 0;
+        cc = lock_here_made();   /* maybe another CPU's by now */
+        if (cc != NULL) {
+            cpu_bin_t *b = &cc->tags[c + 1];
+            unsigned room = (unsigned)(b->head - b->low);
+            pushed = got - 1 < room ? got - 1 : room;
+            /* batch[1] on top: the lowest addresses go out first */
+            for (unsigned i = pushed; i >= 1; i--)
+                *--b->head = batch[i];
+            counter_add(&cc->nfills[c], 1);
+            unlock(cc);
+        }
+        if (pushed < got - 1)
+            spill(c, batch + 1 + pushed, got - 1 - pushed);
+    }
+    return batch[0];
+}
+
+void cpu_cache_free_full(void *p, unsigned c)
+{
+    cpu_cache_t *cc = lock_here_made();
+    if (cc == NULL) {
+        arena_bin_flush(&p, 1);   /* locked by a drain: straight home */
+        return;
+    }
+    __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
+    cpu_bin_t *b = &cc->tags[c + 1];
+    if (b->head != b->low) {
+        *--b->head = p;
+        unlock(cc);
+        return;
+    }
+    /* full: the older half (next to top) leaves, the rest slides up */
+    void *batch[CPU_BATCH_MAX];
+    unsigned n = b->cap / 2 > 0 ? b->cap / 2 : 1, count = (unsigned)(b->top - b->head);
+    memcpy(batch, b->top - n, n * sizeof(void *));
+    memmove(b->head + n, b->head, (count - n) * sizeof(void *));
+    b->head += n;
+    *--b->head = p;
+    counter_add(&cc->nflushes[c], 1);
+    unlock(cc);
+    spill(c, batch, n);
+}
+
+/* ---- drain --------------------------------------------------------------- */
+
+#define DRAIN_CHUNK 512
+
+/* Moves up to DRAIN_CHUNK blocks out of the locked cache cc into out;
+ * returns how many, adding their bytes to *bytes. */
+static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
+{
+    unsigned k = 0;
+    for (unsigned c = 0; c < NSMALL && k < DRAIN_CHUNK; c++) {
+        cpu_bin_t *b = &cc->tags[c + 1];
+        while (b->head != b->top && k < DRAIN_CHUNK) {
+            out[k++] = *b->head++;
+            *bytes += sc_size(c);
+        }
+    }
+    return k;
+}
+
+static bool cache_empty(const cpu_cache_t *cc)
+{
+    for (unsigned c = 0; c < NSMALL; c++) {
+        const cpu_bin_t *b = &cc->tags[c + 1];
+        if (__atomic_load_n(&b->head, __ATOMIC_RELAXED) != b->top)
+            return false;
+    }
+    return true;
+}
+
+/* Sends cache `cpu`'s blocks home; idle_only: only if it took no slow
+ * path since the previous such pass. */
+static size_t drain_one(unsigned cpu, bool idle_only)
+{
+    cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+    if (cc == NULL || cache_empty(cc))
+        return 0;
+    if (idle_only) {
+        /* only the background thread passes idle_only: one writer */
+        uint32_t events = __atomic_load_n(&cc->events, __ATOMIC_RELAXED);
+        if (events != cc->events_seen) {
+            cc->events_seen = events;
+            return 0;
+        }
+    }
+    size_t bytes = 0;
+    void *chunk[DRAIN_CHUNK];
+    while (lock_remote(cpu, !idle_only) != NULL) {
+        unsigned k = take_some(cc, chunk, &bytes);
+        unlock(cc);
+        if (k == 0)
+            break;
+        arena_bin_flush(chunk, k);
+    }
+    return bytes;
+}
+
+size_t cpu_caches_drain(bool idle_only)
+{
+    if (!cpu_caches_on)
+        return 0;
+    size_t bytes = 0;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++)
+        bytes += drain_one(cpu, idle_only);
+    return bytes + transfer_drain(idle_only);
+}
+
+/* ---- stats and lookups --------------------------------------------------- */
+
+size_t cpu_caches_bytes(void)
+{
+    size_t bytes = 0;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+        if (cc == NULL)
+            continue;
+        for (unsigned c = 0; c < NSMALL; c++) {
+            const cpu_bin_t *b = &cc->tags[c + 1];
+            bytes += (size_t)(b->top - __atomic_load_n(&b->head, __ATOMIC_RELAXED)) * sc_size(c);
+        }
+    }
+    return bytes;
+}
+
+void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
+{
+    if (!cpu_caches_on)
+        return;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+        if (cc == NULL)
+            continue;
+        for (unsigned c = 0; c < NSMALL; c++) {
+            const cpu_bin_t *b = &cc->tags[c + 1];
+            for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
+                fn(__atomic_load_n(s, __ATOMIC_RELAXED), arg);
+        }
+    }
+    transfer_for_each_block(fn, arg);
+}
+
+void cpu_cache_prefault(void)
+{
+    if (!cpu_caches_on)
+        return;
+    unsigned cpu = rseq_cpu_now() % CPU_SLOTS_MAX;
+    cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+    if (cc == NULL)
+        cc = make_cache(cpu);
+    if (cc != NULL)
+        os_populate(cc, sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *));
+    transfer_prefault();
+}
+
+bool cpu_caches_hold(const void *p, unsigned c)
+{
+    if (!cpu_caches_on || c >= NSMALL)
+        return false;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+        if (cc == NULL)
+            continue;
+        const cpu_bin_t *b = &cc->tags[c + 1];
+        for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
+            if (__atomic_load_n(s, __ATOMIC_RELAXED) == p)
+                return true;
+    }
+    return transfer_holds(p, c);
+}
+
+void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint64_t *nmisses)
+{
+    *nfills = *nflushes = *nmisses = 0;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+        if (cc == NULL)
+            continue;
+        *nfills += counter_read(&cc->nfills[c]);
+        *nflushes += counter_read(&cc->nflushes[c]);
+        *nmisses += counter_read(&cc->nmisses[c]);
+    }
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+/* Every cache is locked across fork, so that no slow path is halfway
+ * through moving a bin when memory is copied (a sequence commits with
+ * one store, so the child sees it done or not begun). The cache this
+ * thread holds itself (a fork from a signal handler) stays with the
+ * interrupted code, which unlocks it in parent and child alike. */
+static bool locked_at_fork[CPU_SLOTS_MAX];
+
+void cpu_caches_prefork(void)
+{
+    if (!cpu_caches_on)
+        return;
+    mutex_lock(&make_lock);
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        unsigned mine = held_here;
+        locked_at_fork[cpu] = lock_remote(cpu, true) != NULL;
+        held_here = mine;
+    }
+    transfer_prefork();
+}
+
+static void unlock_forked(void)
+{
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++)
+        if (locked_at_fork[cpu])
+            __atomic_store_n(&cpu_cache_table[cpu], caches[cpu], __ATOMIC_RELEASE);
+}
+
+void cpu_caches_postfork_parent(void)
+{
+    if (!cpu_caches_on)
+        return;
+    transfer_postfork_parent();
+    unlock_forked();
+    mutex_unlock(&make_lock);
+}
+
+void cpu_caches_postfork_child(void)
+{
+    if (!cpu_caches_on)
+        return;
+    rseq_postfork_child();
+    transfer_postfork_child();
+    unlock_forked();
+    mutex_reinit(&make_lock);
+}

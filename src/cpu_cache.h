@@ -1,0 +1,201 @@
+/*
+ * cpu_cache.h - caches that belong to CPUs: per CPU, per small size
+ * class, a bounded stack of free blocks that malloc pops and free pushes
+ * in restartable sequences (rseq.h) on the cache of the CPU the thread
+ * runs on. A sequence that is preempted, migrated or interrupted by a
+ * signal starts over, so its one committing store (the stack's new head)
+ * happens on the CPU it read, with no lock and no atomic instruction.
+ *
+ * Locking a cache means replacing its entry in cpu_cache_table by
+ * &cpu_cache_locked, whose bins are all empty and full: every sequence
+ * that starts afterwards fails and goes to a slow path. The thread that
+ * runs on the CPU locks it with a sequence that commits with a
+ * compare-and-swap (no other sequence can be half-done on that CPU);
+ * any other thread locks it with a compare-and-swap and then a
+ * membarrier fence aimed at that CPU, which restarts a sequence begun
+ * before the swap. Whoever holds the lock may move the cache's blocks
+ * from any CPU; it holds it only to copy pointers, never across a call
+ * into the arenas or user code. The free key and the checks of the free
+ * fast path are the thread caches' (tcache.h).
+ *
+ * Owns: the CPU caches, their bounds and their drain. May call:
+ * transfer, arena, bin, rseq.
+ */
+#ifndef DPM_CPU_CACHE_H
+#define DPM_CPU_CACHE_H
+
+#include "rseq.h"
+#include "arena.h"
+
+/* CPU numbers the table covers; a machine with more possible CPUs keeps
+ * thread caches. */
+#define CPU_SLOTS_MAX 1024
+/* Bins addressed by page-map tag (0: none, t: class t - 1), as the
+ * thread caches' (tcache.h): tags of blocks no CPU cache takes (large
+ * blocks, manual arenas' classes, classes past tcache_max) name bins
+ * without slots, always empty and full. */
+#define CPU_NTAGS 256
+#define CPU_BATCH_MAX 512
+
+/* A class's blocks sit in [head, top); pop is *head++, push is *--head;
+ * full when head == low. Bins without slots are all NULL. */
+typedef struct cpu_bin {
+    void **head;
+    void **top;
+    void **low;
+    uint32_t cap;         /* top - low */
+    uint32_t pad;
+} cpu_bin_t;
+
+typedef struct cpu_cache {
+    uint32_t cpu;
+    uint32_t events;      /* slow-path visits, under the lock (decay reads it) */
+    uint32_t events_seen; /* events at the last decay pass */
+    uint32_t pad[5];
+    cpu_bin_t tags[CPU_NTAGS];      /* tags[t]; tags[c + 1] is class c's */
+    /* per class, under the lock: counters for stats */
+    uint64_t nfills[NSMALL], nflushes[NSMALL], nmisses[NSMALL];
+} CACHE_ALIGNED cpu_cache_t;
+
+_Static_assert(sizeof(cpu_bin_t) == 32, "the sequences scale tags and classes by 32");
+_Static_assert(offsetof(cpu_cache_t, tags) == 32, "the sequences address tags[0] at 32");
+
+/* Every bin empty and full: the table's entry of a locked CPU, and of
+ * every CPU in the table of a thread that uses no CPU cache. */
+extern cpu_cache_t cpu_cache_locked;
+/* What the sequences index by CPU number: the CPU's cache, or
+ * &cpu_cache_locked while it is locked or not made yet. */
+extern cpu_cache_t *cpu_cache_table[CPU_SLOTS_MAX];
+/* The table of threads that use no CPU cache: every entry locked. */
+extern cpu_cache_t *const cpu_cache_none_table[CPU_SLOTS_MAX];
+/* Whether the process runs on CPU caches (chosen once at init). */
+extern bool cpu_caches_on;
+
+/* ---- the sequences (x86-64) -------------------------------------------- */
+
+/* The rseq_cs descriptor of one sequence (labels 1: start, 2: commit
+ * done, 4: abort handler), and the abort handler, placed out of line and
+ * preceded by the signature: it starts the sequence over at 0. Then the
+ * CPU number, masked into the table: a thread whose area is not
+ * registered (cpu_id -1 or -2) reads entry 1023 or 1022 of the table it
+ * uses, which is the all-locked table until it registers. */
+#define CPU_RSEQ_PROLOGUE(roff)                                                                      \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                                                              \
+    ".balign 32\n\t"                                                                                  \
+    "3:\n\t"                                                                                          \
+    ".long 0, 0\n\t"                                                                                  \
+    ".quad 1f, (2f - 1f), 4f\n\t"                                                                     \
+    ".popsection\n\t"                                                                                 \
+    ".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                                                    \
+    ".quad 3b\n\t"                                                                                    \
+    ".popsection\n\t"                                                                                 \
+    ".pushsection __rseq_failure, \"ax\"\n\t"                                                         \
+    ".byte 0x0f, 0xb9, 0x3d\n\t"                                                                      \
+    ".long 0x53053053\n\t"                                                                            \
+    "4:\n\t"                                                                                          \
+    "jmp 0f\n\t"                                                                                      \
+    ".popsection\n\t"                                                                                 \
+    "0:\n\t"                                                                                          \
+    "leaq 3b(%%rip), %%rax\n\t"                                                                       \
+    "movq %%rax, %%fs:8(" roff ")\n\t"                                                                \
+    "1:\n\t"                                                                                          \
+    "movl %%fs:4(" roff "), %%eax\n\t"                                                               \
+    "andl $1023, %%eax\n\t"
+_Static_assert(DPM_RSEQ_SIG == 0x53053053 && DPM_RSEQ_CS_OFFSET == 8 && DPM_RSEQ_CPU_ID_OFFSET == 4 &&
+                   CPU_SLOTS_MAX == 1024,
+               "the sequences spell these out");
+
+/* Pops a block of the class whose bin is tags[1] + class_off bytes
+ * (class * 32) from the CPU's cache in table; NULL if that bin is empty
+ * or the cache locked. */
+DPM_INLINE void *cpu_cache_pop(cpu_cache_t *const *table, size_t class_off)
+{
+#if DPM_HAVE_RSEQ
+    void *p;
+    __asm__ goto(CPU_RSEQ_PROLOGUE("%[roff]")
+                 "movq (%[table], %%rax, 8), %%rcx\n\t"
+                 "movq 64(%%rcx, %[off]), %%rdx\n\t"     /* tags[c + 1].head */
+                 "cmpq 72(%%rcx, %[off]), %%rdx\n\t"     /* == top: empty */
+                 "je %l[miss]\n\t"
+                 "movq (%%rdx), %[p]\n\t"
+                 "addq $8, %%rdx\n\t"
+                 "movq %%rdx, 64(%%rcx, %[off])\n\t"     /* commit */
+                 "2:\n\t"
+                 : [p] "=&r"(p)
+                 : [roff] "r"(__rseq_offset), [table] "r"(table), [off] "r"(class_off)
+                 : "rax", "rcx", "rdx", "memory", "cc"
+                 : miss);
+    return p;
+miss:
+#else
+    (void)table, (void)class_off;
+#endif
+    return NULL;
+}
+
+/* Pushes p onto the bin of page-map tag `tag` (tag_off = tag * 32) of
+ * the CPU's cache in table; false if that bin is full (always, for tags
+ * without slots) or the cache locked. */
+DPM_INLINE bool cpu_cache_push(cpu_cache_t *const *table, size_t tag_off, void *p)
+{
+#if DPM_HAVE_RSEQ
+    __asm__ goto(CPU_RSEQ_PROLOGUE("%[roff]")
+                 "movq (%[table], %%rax, 8), %%rcx\n\t"
+                 "movq 32(%%rcx, %[off]), %%rdx\n\t"     /* tags[t].head */
+                 "cmpq 48(%%rcx, %[off]), %%rdx\n\t"     /* == low: full */
+                 "je %l[full]\n\t"
+                 "movq %[p], -8(%%rdx)\n\t"
+                 "subq $8, %%rdx\n\t"
+                 "movq %%rdx, 32(%%rcx, %[off])\n\t"     /* commit */
+                 "2:\n\t"
+                 :
+                 : [roff] "r"(__rseq_offset), [table] "r"(table), [off] "r"(tag_off), [p] "r"(p)
+                 : "rax", "rcx", "rdx", "memory", "cc"
+                 : full);
+    return true;
+full:
+#else
+    (void)table, (void)tag_off, (void)p;
+#endif
+    return false;
+}
+
+/* ---- the slow halves (cpu_cache.c) -------------------------------------- */
+
+/* At init: whether CPU caches can run here (rseq_init) and are wanted. */
+bool cpu_caches_init(void);
+/* Bin c (< g.tcache_nclasses) of the calling thread's CPU was empty or
+ * locked: a block of class c (refilling the CPU's bin from the transfer
+ * cache or the arena a), or NULL with no memory. */
+void *cpu_cache_alloc_miss(arena_t *a, unsigned c);
+/* Bin c of the calling thread's CPU was full or locked: keeps p (which
+ * holds the free key) there, moving half the bin to the transfer cache,
+ * or sends it home. */
+void cpu_cache_free_full(void *p, unsigned c);
+/* Sends every block of every CPU cache (idle_only: of caches that took
+ * no slow path since the previous such call) home through the transfer
+ * caches' drain; returns the bytes. Any thread; waits for busy caches
+ * unless idle_only. */
+size_t cpu_caches_drain(bool idle_only);
+/* Bytes held by the CPU caches, not the transfer caches (racy sum, for
+ * stats). */
+size_t cpu_caches_bytes(void);
+/* The per-CPU bound, in bytes, that the classes' capacities respect. */
+size_t cpu_cache_bound(void);
+/* Whether p sits in bin c of some CPU cache (the double-free lookup). */
+bool cpu_caches_hold(const void *p, unsigned c);
+/* Calls fn on every block the CPU and transfer caches hold (stats: racy
+ * for the CPU caches, whose slots may be read while they change: fn gets
+ * addresses of blocks, possibly ones that left meanwhile). fn must not
+ * allocate. */
+void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
+/* Makes the current CPU's cache and the transfer stacks resident now
+ * (dpm_reserve: allocations afterwards take no fault in them). */
+void cpu_cache_prefault(void);
+/* Per class totals over the CPU caches (stats). */
+void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint64_t *nmisses);
+void cpu_caches_prefork(void);
+void cpu_caches_postfork_parent(void);
+void cpu_caches_postfork_child(void);
+
+#endif
