@@ -18,13 +18,13 @@
  *    and realloc (the preserved prefix after a realloc);
  *  - a mover sets the workers' affinity to a random allowed CPU (sometimes
  *    all of them), without pause;
- *  - a signaller sends SIGUSR1 to a random worker every ~20 us; the
+ *  - a signaller sends SIGUSR1 to three random workers every ~20 us; the
  *    handler allocates, fills, checks and frees a few blocks when the
  *    worker is outside every allocator call (each worker raises the
  *    thread-local in_alloc around its calls: allocating over an
  *    interrupted malloc is undefined, as with glibc) and only counts the
- *    signal otherwise, where it still forces the interrupted operation to
- *    restart;
+ *    signal otherwise (under restartable sequences such a signal still
+ *    aborts and restarts the interrupted cache operation);
  *  - a trimmer calls malloc_trim(0) every ~1 ms;
  *  - the main thread forks every ~50 ms: the child checks and frees blocks
  *    it inherited, allocates and frees a few thousand more, trims and
@@ -33,9 +33,10 @@
  *    and cancels it (deferred) at a random point, then allocates, frees
  *    and trims itself under a 10 s watchdog: a cancellation point inside
  *    malloc_trim with a lock held would hang that.
- * Any wrong byte prints the block, the offset, the expected and actual
- * byte, and aborts. Timing decides nothing except the hang watchdogs
- * (>= 10 s each).
+ * The run goes on past its time until the main thread forked 20 times
+ * and cancelled 50 threads. Any wrong byte prints the block, the offset,
+ * the expected and actual byte, and aborts. Timing decides nothing except
+ * the hang watchdogs (>= 10 s each).
  */
 #include "override.h"
 
@@ -52,7 +53,7 @@
 #define CHILD_SLOTS 256
 #define CHILD_OPS 3000
 #define FORK_PERIOD_US 50000
-#define SIGNAL_BURST 3    /* signals per ~20 us wake-up of the signaller */
+#define SIGNAL_BURST 3   /* signals per ~20 us wake-up of the signaller */
 #define HANG_S 10        /* a child or a cancelled thread's aftermath */
 #define MIN_FORKS 20     /* the run goes on past its time until both done */
 #define MIN_CANCELS 50
