@@ -57,9 +57,10 @@ const struct workload workloads[] = {
     {"seed-threads", "seed 000's 16-thread table: T threads, each N x alloc(4096, 4096) with 5 us "
                      "waits, then N frees; T = cores and T = 16", run_seed_threads, 0,
      "rte_malloc,dpm-rte,dpmalloc"},
-    {"memory", "what stays resident: idle threads, stepwise shrink, big then small, holes, "
-               "aligned-at offsets, a consumer thread; each program in a fresh process, RSS "
-               "from /proc/self/statm", run_memory, 1, NULL},
+    {"memory", "what stays resident: idle threads, 1000 idle threads after small-block "
+               "churn, stepwise shrink, big then small, holes, aligned-at offsets, a consumer "
+               "thread; each program in a fresh process, RSS from /proc/self/statm",
+     run_memory, 1, NULL},
 };
 const int workload_count = (int)(sizeof workloads / sizeof workloads[0]);
 

@@ -6,6 +6,12 @@
  *                   block on a condition variable: RSS 2 s later, then
  *                   after a trim; for dpmalloc's columns once more with
  *                   dirty_decay_ms:0,muzzy_decay_ms:0,background_thread:true;
+ *   idle_threads_1000  1000 threads (64 KiB stacks) each allocate small
+ *                   blocks (16..1024 B, random) in batches, touch, check
+ *                   and free them until 4 MiB went through, then block on
+ *                   a condition variable: RSS while all 1000 wait, then
+ *                   after a trim (what idle threads' caches keep); the
+ *                   smoke pass churns 256 KiB a thread;
  *   shrink          256 MiB touched, then 19 reallocs each to 0.6x the size
  *                   (down to ~16 KiB): RSS and usable size;
  *   big_then_small  free(malloc(64 MiB)), then malloc(16 MiB), both touched:
@@ -43,6 +49,7 @@
 #define DPM_DECAY0_CONF "dirty_decay_ms:0,muzzy_decay_ms:0,background_thread:true"
 
 static void run_idle_threads(struct bench_ctx *ctx, const char *case_name);
+static void run_idle_threads_1000(struct bench_ctx *ctx, const char *case_name);
 static void run_shrink(struct bench_ctx *ctx, const char *case_name);
 static void run_big_then_small(struct bench_ctx *ctx, const char *case_name);
 static void run_holes(struct bench_ctx *ctx, const char *case_name);
@@ -58,6 +65,7 @@ struct memory_program {
 static const struct memory_program programs[] = {
     {"idle_threads", run_idle_threads, NULL},
     {"idle_threads decay 0 + bg", run_idle_threads, DPM_DECAY0_CONF},
+    {"idle_threads_1000", run_idle_threads_1000, NULL},
     {"shrink", run_shrink, NULL},
     {"big_then_small", run_big_then_small, NULL},
     {"holes", run_holes, NULL},
@@ -136,6 +144,100 @@ static void run_idle_threads(struct bench_ctx *ctx, const char *case_name)
     pthread_mutex_unlock(&g.lock);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
+}
+
+/* ---- idle_threads_1000 -------------------------------------------------------- */
+
+#define MANY_THREADS 1000
+#define MANY_CHURN (4 * MiB)
+/* rte_malloc serialises its calls on one heap lock, and 1000 x 4 MiB
+ * would take much of the smoke pass's time limit: the smoke pass, which
+ * checks the program and not the figure, churns less */
+#define MANY_CHURN_SMOKE (256 * KiB)
+#define MANY_BATCH 512 /* blocks a thread holds at once (~256 KiB) */
+#define MANY_STACK (64 * KiB)
+
+struct churner {
+    struct idle_group *g;
+    uint64_t rng;
+    size_t bytes; /* to churn */
+};
+
+/* The pointer array lives on the 64 KiB stack: the thread's only
+ * allocations are the blocks it churns. */
+static void *churn_then_idle(void *arg)
+{
+    struct churner *c = arg;
+    struct idle_group *g = c->g;
+    void *live[MANY_BATCH];
+    size_t size[MANY_BATCH];
+    size_t done = 0;
+    while (done < c->bytes) {
+        int n = 0;
+        for (; n < MANY_BATCH && done < c->bytes; n++) {
+            size[n] = 16 + (size_t)(rng_next(&c->rng) % 1009);
+            live[n] = must_alloc(g->be->alloc(size[n]), size[n], 8, 0);
+            fill_block(live[n], size[n], (uint64_t)n);
+            done += size[n];
+        }
+        for (int i = 0; i < n; i++) {
+            check_fill(live[i], size[i], (uint64_t)i, "idle_threads_1000");
+            g->be->free(live[i]);
+        }
+    }
+    pthread_mutex_lock(&g->lock);
+    g->ready++;
+    pthread_cond_broadcast(&g->cond);
+    while (!g->release)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+static void run_idle_threads_1000(struct bench_ctx *ctx, const char *case_name)
+{
+    struct idle_group g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx->be};
+    pthread_t *t = calloc(MANY_THREADS, sizeof *t);
+    struct churner *c = calloc(MANY_THREADS, sizeof *c);
+    if (!t || !c)
+        fail("idle_threads_1000: out of memory for the thread table");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, MANY_STACK);
+    int smoke = ctx->mode == MODE_SMOKE;
+    size_t bytes = smoke ? MANY_CHURN_SMOKE : MANY_CHURN;
+    int started = 0, err = 0;
+    for (; started < MANY_THREADS; started++) {
+        c[started] = (struct churner){&g, (uint64_t)started + 1, bytes};
+        if ((err = pthread_create(&t[started], &attr, churn_then_idle, &c[started])) != 0)
+            break;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&g.lock);
+    while (g.ready < started)
+        pthread_cond_wait(&g.cond, &g.lock);
+    pthread_mutex_unlock(&g.lock);
+    if (started == MANY_THREADS) {
+        emit_rss(ctx, case_name,
+                 smoke ? "RSS at barrier (smoke)" : "RSS at the barrier");
+        if (ctx->be->trim) {
+            ctx->be->trim();
+            emit_rss(ctx, case_name, smoke ? "RSS after trim (smoke)" : "RSS after trim");
+        }
+    } else {
+        /* a thread limit (ulimit -u) below 1000: no figure rather than a
+         * figure for fewer threads under this name */
+        emit_note(ctx, "idle_threads_1000: not run, pthread_create refused thread %d: %s",
+                  started + 1, strerror(err));
+    }
+    pthread_mutex_lock(&g.lock);
+    g.release = 1;
+    pthread_cond_broadcast(&g.cond);
+    pthread_mutex_unlock(&g.lock);
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    free(c);
+    free(t);
 }
 
 /* ---- shrink, big_then_small ------------------------------------------------------ */
