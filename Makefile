@@ -8,7 +8,7 @@ BUILD ?= build
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all release test bench bench-full bench-deps asan tsan fuzz install clean
+.PHONY: all release test test-thread bench bench-full bench-deps asan tsan fuzz install clean
 
 all: release
 
@@ -20,6 +20,14 @@ release:
 # (tools/ctest_skipped.sh reads ctest's JUnit file); ctest's status is kept
 test: release
 	cd $(BUILD) && { ctest --output-on-failure -j2 --timeout 600 --output-junit ctest-junit.xml; \
+	  rc=$$?; "$(CURDIR)/tools/ctest_skipped.sh" ctest-junit.xml; exit $$rc; }
+
+# the whole suite once more with every thread on its own cache (the
+# fallback where CPU caches cannot run: docs/design.md)
+test-thread:
+	$(CMAKE) -S . -B build-thread $(GEN) -DCMAKE_BUILD_TYPE=Release -DDPM_THREAD_CACHES_ONLY=ON -DDPM_BUILD_BENCH=OFF
+	$(CMAKE) --build build-thread -j
+	cd build-thread && { ctest --output-on-failure -j2 --timeout 600 --output-junit ctest-junit.xml; \
 	  rc=$$?; "$(CURDIR)/tools/ctest_skipped.sh" ctest-junit.xml; exit $$rc; }
 
 # only the libraries are built; the prefix is given at install time, so an

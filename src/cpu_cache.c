@@ -58,6 +58,9 @@ size_t cpu_cache_bound(void)
 bool cpu_caches_init(void)
 {
     cpu_caches_on = false;
+#if DPM_THREAD_CACHES_ONLY
+    return false;
+#endif
     if (!opt.percpu || g.tcache_nclasses == 0 || os_possible_cpus() > CPU_SLOTS_MAX || !rseq_init())
         return false;
     size_classes();

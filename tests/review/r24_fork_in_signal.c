@@ -151,6 +151,10 @@ int main(int argc, char **argv)
     }
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
+    /* a child forked by a tick that came after the loop's last check (a
+     * pending one is delivered as setitimer returns, none after) */
+    if (in_child)
+        child_main();
     int st;
     while (waitpid(-1, &st, 0) > 0 || errno == EINTR)
         account(st);
