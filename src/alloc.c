@@ -359,11 +359,20 @@ void *alloc_front_miss(size_t size)
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
 {
+    uintptr_t tag = radix_entry_tag(e);
     if (tls_thread.cpu_table != cpu_cache_table) {
-        thread_free_fast(p, call);
+        /* the thread cache's push (thread_free_fast): free_fast made its
+         * checks already if the tag is not 0 */
+        tc_bin_t *b = tc_bin_of_tag(tls_thread.tcache, tag);
+        if (likely(!tc_bin_full(b))) {
+            *tc_key_word(p) = TC_FREE_KEY;
+            DPM_ANN_CLOSE_KEY(p);
+            tc_bin_push(b, p);
+            return;
+        }
+        free_slow(p, radix_entry_span(e), call);
         return;
     }
-    uintptr_t tag = radix_entry_tag(e);
     /* an automatic arena's cached class: the checks passed in free_fast */
     if (tag != 0 && tag - 1 < g.tcache_nclasses) {
         int *err = &errno, saved = *err;   /* free keeps errno (free_slow) */

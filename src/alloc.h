@@ -4,12 +4,13 @@
  * paths behind them.
  *
  * malloc fast path: size -> bin offset by one table load (tcache.h), pop
- * the thread-cache bin's hot block. free fast path: the page-map entry
- * through the thread's cached leaf, whose
- * tag names the bin; the span's divisibility test (interior and foreign
- * pointers), slab bit and last-pushed test (double frees); push. The only
- * dependent loads from p to the next malloc's result are the entry and
- * the store-forwarded hot block (see free_fast and tc_bin_t).
+ * the bin of the CPU's cache in a restartable sequence (cpu_cache.h).
+ * free fast path: the page-map entry through the thread's cached leaf,
+ * whose tag names the bin; the span's divisibility test (interior and
+ * foreign pointers), slab bit and free key (double frees); push onto the
+ * CPU's bin. A thread on its own cache (thread caches, tcache.h) fails the
+ * sequence at once and takes its cache's paths in alloc_front_miss and
+ * free_front_miss.
  * Everything else (misses, overflows, large blocks, misuse) is one call
  * away in alloc.c. Their instruction counts, measured with
  * tools/pair_cost.sh, are in docs/design.md ("Fast paths"): check them
@@ -66,6 +67,8 @@ void thread_front_pick(void);
  * (thread.arena, thread.tcache.ncached_max): it keeps that cache. */
 void thread_front_keep_own(void);
 
+/* The thread cache's malloc: from alloc_front_miss, for a thread on its
+ * own cache. */
 DPM_INLINE void *thread_alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin in tcache_t.bins */
@@ -91,44 +94,6 @@ DPM_INLINE void *thread_alloc_fast(size_t size)
         return p;
     }
     return alloc_at_low_water(size, b);
-}
-
-/* Rejected here, and re-examined in free_slow: foreign pointers (no span),
- * interior pointers (not a block start), blocks that sit free in their slab
- * (never handed out, or freed twice and flushed), and blocks that hold the
- * free key (freed into a cache and not handed out since: a double free,
- * confirmed by confirm_not_cached).
- *
- * The bin comes from the page-map entry's tag (radix.h), so the only
- * dependent load from p to the push's address is the entry (through the
- * cached leaf), and a malloc that follows gets p back from the bin's hot
- * field by store forwarding. The span's loads only feed the checks'
- * branches. Tag 0
- * (foreign pointer, or a block no cache takes) selects the dummy bin,
- * which is always full: the span is only read once the tag says there is
- * one. */
-DPM_INLINE void thread_free_fast(void *p, const char *call)
-{
-    uintptr_t a = (uintptr_t)p;
-    if (unlikely(!thread_leaf_covers(a))) {
-        free_leaf_miss(p, call);
-        return;
-    }
-    uintptr_t e = thread_leaf_entry(a);
-    tcache_t *tc = __atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED);
-    tc_bin_t *b = tc_bin_of_tag(tc, radix_entry_tag(e));
-    if (likely(!tc_bin_full(b))) {
-        const span_t *s = radix_entry_span(e);
-        uint64_t idx = span_block_index(s, a);
-        if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
-            likely(*tc_key_word(p) != TC_FREE_KEY)) {
-            *tc_key_word(p) = TC_FREE_KEY;
-            DPM_ANN_CLOSE_KEY(p);
-            tc_bin_push(b, p);
-            return;
-        }
-    }
-    free_slow(p, radix_entry_span(e), call);
 }
 
 /* Whether p sits in bin `bin` of a thread cache, a CPU cache or a
@@ -161,17 +126,28 @@ DPM_INLINE void *alloc_fast(size_t size)
         off = sc_compute(size) * sizeof(tc_bin_t);
     else
         return alloc_slow(size);
-    void *p = cpu_cache_pop(tls_thread.cpu_table, off);
-    if (likely(p != NULL)) {
+    void *p;
+    if (likely(cpu_cache_pop(tls_thread.cpu_table, off, &p))) {
         tc_block_handed_out(p);
         return p;
     }
     return alloc_front_miss(size);
 }
 
-/* The checks are the thread cache's (see thread_free_fast); the key is
- * stored before the push commits (after it, another thread on this CPU
- * could already have the block) and put back if the push fails. */
+/* Rejected here, and re-examined in free_slow: foreign pointers (no span),
+ * interior pointers (not a block start), blocks that sit free in their slab
+ * (never handed out, or freed twice and flushed), and blocks that hold the
+ * free key (freed into a cache and not handed out since: a double free,
+ * confirmed by confirm_not_cached). Tag 0 (a foreign pointer, a block no
+ * cache takes) reads no span here.
+ *
+ * The bin comes from the page-map entry's tag (radix.h), so the only
+ * dependent load from p to the push's address is the entry (through the
+ * cached leaf); the span's loads only feed the checks' branches. The key
+ * is stored before the push commits (after it, another thread on this
+ * CPU could already have the block) and put back if the push fails: the
+ * miss path then pushes onto the thread's own cache (free_front_miss) or
+ * the CPU's under its lock. */
 DPM_INLINE void free_fast(void *p, const char *call)
 {
     uintptr_t a = (uintptr_t)p;

@@ -393,6 +393,51 @@ void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint6
     }
 }
 
+/* ---- invariants (unit tests) --------------------------------------------- */
+
+const char *cpu_caches_check(void)
+{
+    if (!cpu_caches_on)
+        return NULL;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+        cpu_cache_t *entry = __atomic_load_n(&cpu_cache_table[cpu], __ATOMIC_ACQUIRE);
+        if (cc == NULL) {
+            if (entry != &cpu_cache_locked)
+                return "a CPU without a cache has a table entry";
+            continue;
+        }
+        if (entry != cc)
+            return "a CPU's cache is left locked";
+        if (cc->cpu != cpu)
+            return "a cache names another CPU";
+        for (unsigned t = 0; t < CPU_NTAGS; t++) {
+            const cpu_bin_t *b = &cc->tags[t];
+            unsigned c = t - 1;
+            bool has_slots = t >= 1 && c < NSMALL && class_cap[c] != 0;
+            if (!has_slots) {
+                if (b->head != NULL || b->top != NULL || b->low != NULL)
+                    return "a bin without slots is not all NULL (empty and full)";
+                continue;
+            }
+            if (b->cap != class_cap[c] || b->top - b->low != (ptrdiff_t)b->cap)
+                return "a bin's bounds do not span its capacity";
+            if (b->head < b->low || b->head > b->top)
+                return "a bin's head is outside its slots";
+            for (void **slot = b->head; slot < b->top; slot++) {
+                const span_t *s = span_of(*slot);
+                if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->arena->manual)
+                    return "a cached block is not a block of its class in an automatic arena";
+                if (!span_is_block_start(s, (uintptr_t)*slot))
+                    return "a cached block is not a block start";
+                if (span_block_is_free(s, span_block_index(s, (uintptr_t)*slot)))
+                    return "a cached block sits free in its slab too";
+            }
+        }
+    }
+    return NULL;
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 /* Every cache is locked across fork, so that no slow path is halfway

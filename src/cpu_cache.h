@@ -106,9 +106,10 @@ _Static_assert(DPM_RSEQ_SIG == 0x53053053 && DPM_RSEQ_CS_OFFSET == 8 && DPM_RSEQ
                "the sequences spell these out");
 
 /* Pops a block of the class whose bin is tags[1] + class_off bytes
- * (class * 32) from the CPU's cache in table; NULL if that bin is empty
- * or the cache locked. */
-DPM_INLINE void *cpu_cache_pop(cpu_cache_t *const *table, size_t class_off)
+ * (class * 32) from the CPU's cache in table into *out; false if that
+ * bin is empty or the cache locked. (A bool, not a NULL block: inlined,
+ * the caller branches on the sequence's own exits.) */
+DPM_INLINE bool cpu_cache_pop(cpu_cache_t *const *table, size_t class_off, void **out)
 {
 #if DPM_HAVE_RSEQ
     void *p;
@@ -125,12 +126,13 @@ DPM_INLINE void *cpu_cache_pop(cpu_cache_t *const *table, size_t class_off)
                  : [roff] "r"(__rseq_offset), [table] "r"(table), [off] "r"(class_off)
                  : "rax", "rcx", "rdx", "memory", "cc"
                  : miss);
-    return p;
+    *out = p;
+    return true;
 miss:
 #else
-    (void)table, (void)class_off;
+    (void)table, (void)class_off, (void)out;
 #endif
-    return NULL;
+    return false;
 }
 
 /* Pushes p onto the bin of page-map tag `tag` (tag_off = tag * 32) of
@@ -194,6 +196,10 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
 void cpu_cache_prefault(void);
 /* Per class totals over the CPU caches (stats). */
 void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint64_t *nmisses);
+/* NULL if every CPU cache is whole (bounds, every block a live-in-slab
+ * block start of its class, no entry left locked), else what is wrong.
+ * Only while no thread allocates (unit tests). */
+const char *cpu_caches_check(void);
 void cpu_caches_prefork(void);
 void cpu_caches_postfork_parent(void);
 void cpu_caches_postfork_child(void);
