@@ -325,6 +325,8 @@ void thread_front_pick(void)
 {
     bool cpu = cpu_caches_on && tls_state == THREAD_CACHED && !keeps_own_cache && rseq_thread_ready();
     bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
+    if (!cpu && tls_state == THREAD_CACHED)
+        (void)tcache_ensure_slots(tcache_mine());
     tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
     /* what the thread freed may sit in any CPU's cache: a thread that
      * leaves them (its cache disabled or tuned) sees them emptied, as a

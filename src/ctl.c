@@ -275,10 +275,10 @@ static int h_ncached_write(const ctl_call_t *c, const void *arg)
         int used = 0;
         if (sscanf(spec, "%llu-%llu:%llu%n", &lo, &hi, &n, &used) != 3 || used == 0)
             return EINVAL;
+        thread_front_keep_own();   /* the tuned bins are the thread's own: they get their slots first */
         int err = thread_ncached_max_set((size_t)lo, (size_t)hi, n > 0xffffffffu ? 0xffffffffu : (unsigned)n);
         if (err != 0)
             return err;
-        thread_front_keep_own();   /* the tuned bins are the thread's own */
         spec += used;
         if (*spec == '|')
             spec++;

@@ -168,7 +168,7 @@ static bool init_locked(void)
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
     tcache_fill_lookup();
     tcache_init_bin_tags();
-    (void)cpu_caches_init();
+    tcache_set_small_slots_lazy(cpu_caches_init());
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

@@ -60,7 +60,12 @@ static void bin_layout(tcache_t *tc, unsigned c, void **top, unsigned ncached_ma
 {
     tc_bin_t *b = &tc->bins[c];
     tc->stats[c].fresh = 0;
-    tc_bin_set_head(b, top);
+    if (top == NULL) {   /* no slots: empty and full */
+        __atomic_store_n(&b->head, NULL, __ATOMIC_RELAXED);
+        b->hot = NULL;
+    } else {
+        tc_bin_set_head(b, top);
+    }
     b->ncached_max = (uint16_t)ncached_max;
     __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);   /* read by other threads */
     b->low_lo = low16(top);
@@ -74,15 +79,43 @@ void tcache_prefault(void)
     tcache_t *tc = tls_thread.tcache;
     os_populate(tc, sizeof(*tc));
     for (unsigned c = 0; c < g.tcache_nclasses; c++)
-        os_populate(tc_bin_top(&tc->bins[c]) - tc->stats[c].cap, (tc->stats[c].cap + 1) * sizeof(void *));
+        if (tc->stats[c].cap != 0)
+            os_populate(tc_bin_top(&tc->bins[c]) - tc->stats[c].cap, (tc->stats[c].cap + 1) * sizeof(void *));
 }
+
+/* Set at init when the CPU caches hold the small blocks: a thread's cache
+ * gets slots for its small bins only when the thread uses them
+ * (tcache_ensure_slots), so that a thread costs no slot memory. */
+static bool small_slots_lazy;
+
+void tcache_set_small_slots_lazy(bool lazy) { small_slots_lazy = lazy; }
 
 static bool tcache_alloc_slots(tcache_t *tc)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        if (small_slots_lazy) {
+            tc->stats[c].cap = 0;
+            bin_layout(tc, c, NULL, 0);
+            continue;
+        }
         unsigned n = nslots_for_class(c);
         /* one more slot: *top stays NULL, so the double-free check of the
          * free fast path (*head != p) may read it when the bin is empty */
+        void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
+        if (slots == NULL)
+            return false;
+        tc->stats[c].cap = n;
+        bin_layout(tc, c, slots + n, n);
+    }
+    return true;
+}
+
+bool tcache_ensure_slots(tcache_t *tc)
+{
+    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
+        if (tc->stats[c].cap != 0)
+            continue;
+        unsigned n = nslots_for_class(c);
         void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
         if (slots == NULL)
             return false;
@@ -105,7 +138,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
         tc_bin_t *b = &tc->bins[c];
         uint32_t cap = tc->stats[c].cap;
         tc->stats[c] = (tc_bin_stats_t){.cap = cap};
-        bin_layout(tc, c, tc_bin_top(b), nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
+        bin_layout(tc, c, cap != 0 ? tc_bin_top(b) : NULL, nslots_for_class(c) <= cap ? nslots_for_class(c) : cap);
         __atomic_store_n(&b->nrequests, 0, __ATOMIC_RELAXED);
     }
     tc->samples = (slow_samples_t){0};
@@ -610,7 +643,10 @@ int thread_ncached_max_get(size_t size, size_t *out)
     if (tls_state != THREAD_CACHED)
         *out = 0;
     else if (c < NSMALL)
-        *out = c < g.tcache_nclasses ? tcache_mine()->bins[c].ncached_max : 0;
+        /* a bin without slots yet (tcache_ensure_slots) gets the default */
+        *out = c >= g.tcache_nclasses           ? 0
+               : tcache_mine()->stats[c].cap == 0 ? nslots_for_class(c)
+                                                  : tcache_mine()->bins[c].ncached_max;
     else
         *out = tcache_large_slots_for(tcache_mine(), size);
     return 0;

@@ -322,6 +322,13 @@ DPM_INLINE tcache_t *tcache_mine(void) { return tls_thread.tcache; }
 
 /* Number of cached classes for a tcache_max. */
 unsigned tcache_classes_for(size_t tcache_max);
+/* At init: whether threads' caches get small-bin slots only on demand
+ * (tcache_ensure_slots): when the CPU caches hold the small blocks. */
+void tcache_set_small_slots_lazy(bool lazy);
+/* Gives tc's small bins their slots if they have none (a thread that
+ * starts using its own cache); false without memory (those bins stay
+ * empty and full: their blocks bypass the cache). */
+bool tcache_ensure_slots(tcache_t *tc);
 /* Gives the calling thread a cache; false if it cannot (exiting, OOM,
  * disabled). */
 bool tcache_create_for_thread(void);
