@@ -351,7 +351,8 @@ void *alloc_front_miss(size_t size)
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     /* the thread's own large cache and stashes are trimmed by its events */
-    tcache_event(tcache_mine());
+    if (tls_state == THREAD_CACHED)
+        tcache_event(tcache_mine());
     void *p = cpu_cache_alloc_miss(thread_arena(), c);
     if (p == NULL)
         return fail_nomem();
@@ -382,7 +383,8 @@ void free_front_miss(void *p, uintptr_t e, const char *call)
             background_wake();
         *tc_key_word(p) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(p);
-        tcache_event(tcache_mine());
+        if (tls_state == THREAD_CACHED)
+            tcache_event(tcache_mine());
         cpu_cache_free_full(p, (unsigned)tag - 1);
         *err = saved;
         return;

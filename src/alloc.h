@@ -164,10 +164,11 @@ DPM_INLINE void free_fast(void *p, const char *call)
         if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
             likely((word = *tc_key_word(p)) != TC_FREE_KEY)) {
             *tc_key_word(p) = TC_FREE_KEY;
-            if (likely(cpu_cache_push(tls_thread.cpu_table, tag * sizeof(cpu_bin_t), p))) {
-                DPM_ANN_CLOSE_KEY(p);
+            /* before the push: after it, another thread may own the block */
+            DPM_ANN_CLOSE_KEY(p);
+            if (likely(cpu_cache_push(tls_thread.cpu_table, tag * sizeof(cpu_bin_t), p)))
                 return;
-            }
+            DPM_ANN_OPEN_KEY(p);
             *tc_key_word(p) = word;
             free_front_miss(p, e, call);
             return;

@@ -10,7 +10,11 @@
 #include "os.h"
 #include "transfer.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <string.h>
 
 cpu_cache_t cpu_cache_locked;
@@ -24,10 +28,26 @@ static dpm_mutex_t make_lock = DPM_MUTEX_INITIALIZER;
 /* Slots per class in every CPU cache. */
 static unsigned class_cap[NSMALL];
 static size_t slots_per_cache;
-/* The CPU whose cache this thread holds locked, plus one (0: none): a
- * signal handler that drains or forks must not wait for its own
- * interrupted holder. */
-static __thread unsigned held_here;
+/* CPU numbers below it exist (possible CPUs); caches are made for them only. */
+static unsigned possible_cpus;
+
+/* Which CPUs' caches this thread holds locked, or may be about to, in any
+ * of its frames: a signal handler that drains or forks must not wait for
+ * the frame it interrupted. A bit is set before the lock is taken and
+ * cleared after it is released (a handler that sees a bit of a lock not
+ * taken yet, or not taken at all, skips that CPU: harmless); `claiming`
+ * is the CPU (plus one) that lock_here's sequence is about to take,
+ * written inside the sequence before its commit, so a restart on another
+ * CPU leaves no stale claim behind. */
+static __thread uint64_t held_bits[CPU_SLOTS_MAX / 64];
+static __thread unsigned long claiming;
+
+static bool held_here(unsigned cpu)
+{
+    return (held_bits[cpu / 64] >> (cpu % 64) & 1) != 0 || claiming == cpu + 1;
+}
+static void held_set(unsigned cpu) { held_bits[cpu / 64] |= (uint64_t)1 << (cpu % 64); }
+static void held_clear(unsigned cpu) { held_bits[cpu / 64] &= ~((uint64_t)1 << (cpu % 64)); }
 
 /* ---- bounds -------------------------------------------------------------- */
 
@@ -61,11 +81,12 @@ bool cpu_caches_init(void)
 #if DPM_THREAD_CACHES_ONLY
     return false;
 #endif
-    if (!opt.percpu || g.tcache_nclasses == 0 || os_possible_cpus() > CPU_SLOTS_MAX || !rseq_init())
+    possible_cpus = os_possible_cpus();
+    if (!opt.percpu || g.tcache_nclasses == 0 || possible_cpus > CPU_SLOTS_MAX || !rseq_init())
         return false;
     size_classes();
     /* the transfer caches hold as much as half the CPUs' caches */
-    unsigned ncpus = os_possible_cpus(), share = ncpus > 2 ? ncpus / 2 : 1;
+    unsigned share = possible_cpus > 2 ? possible_cpus / 2 : 1;
     unsigned caps[NSMALL];
     for (unsigned c = 0; c < NSMALL; c++)
         caps[c] = class_cap[c] * share;
@@ -106,14 +127,18 @@ static cpu_cache_t *make_cache(unsigned cpu)
 /* Locks the cache of the CPU the caller runs on, in a sequence that
  * commits with the swap: no other sequence can be half-done on this CPU
  * when it succeeds. Returns the cache, or NULL (*cpu set) when it is
- * locked by someone else or not made yet. */
+ * locked by someone else or not made yet. The claim is stored in the
+ * sequence before the commit (see held_bits). */
 static cpu_cache_t *lock_here(unsigned *cpu)
 {
+    unsigned long before = claiming;
 #if DPM_HAVE_RSEQ
     cpu_cache_t *cc;
     unsigned long n;
     __asm__ goto(CPU_RSEQ_PROLOGUE("%[roff]")
                  "movl %%eax, %k[n]\n\t"
+                 "leaq 1(%[n]), %%rax\n\t"
+                 "movq %%rax, (%[claim])\n\t"
                  "movq (%[table], %[n], 8), %%rax\n\t"
                  "cmpq %[locked], %%rax\n\t"
                  "je %l[busy]\n\t"
@@ -121,44 +146,66 @@ static cpu_cache_t *lock_here(unsigned *cpu)
                  "2:\n\t"
                  "jne %l[busy]\n\t"
                  : "=&a"(cc), [n] "=&r"(n)
-                 : [roff] "r"(__rseq_offset), [table] "r"(cpu_cache_table), [locked] "r"(&cpu_cache_locked)
+                 : [roff] "r"(__rseq_offset), [table] "r"(cpu_cache_table), [locked] "r"(&cpu_cache_locked),
+                   [claim] "r"(&claiming)
                  : "memory", "cc"
                  : busy);
     *cpu = (unsigned)n;
-    held_here = (unsigned)n + 1;
+    held_set((unsigned)n);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    claiming = before;
     return cc;
 busy:
 #endif
+    claiming = before;
     *cpu = rseq_cpu_now() % CPU_SLOTS_MAX;
     return NULL;
 }
 
+static long futex(uint32_t *word, int op, uint32_t val)
+{
+    return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
+}
+
 /* Locks CPU cpu's cache from any CPU: the swap, then the fence that
  * restarts a sequence begun on that CPU before it. wait: until its
- * holder lets go; otherwise false if it is held. */
+ * holder lets go, asleep (a SCHED_FIFO waiter must let a holder of lower
+ * priority run); otherwise NULL if it is held. NULL, too, for a cache
+ * this thread holds or claims in an interrupted frame. */
 static cpu_cache_t *lock_remote(unsigned cpu, bool wait)
 {
     cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
-    if (cc == NULL || held_here == cpu + 1)
+    if (cc == NULL || held_here(cpu))
         return NULL;
+    held_set(cpu);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     for (;;) {
         cpu_cache_t *expect = cc;
-        if (__atomic_compare_exchange_n(&cpu_cache_table[cpu], &expect, &cpu_cache_locked, false, __ATOMIC_ACQUIRE,
+        if (__atomic_compare_exchange_n(&cpu_cache_table[cpu], &expect, &cpu_cache_locked, false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_RELAXED))
             break;
-        if (!wait)
+        if (!wait) {
+            held_clear(cpu);
             return NULL;
-        sched_yield();
+        }
+        uint32_t seq = __atomic_load_n(&cc->releases, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&cc->waiters, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&cpu_cache_table[cpu], __ATOMIC_SEQ_CST) == &cpu_cache_locked)
+            (void)futex(&cc->releases, FUTEX_WAIT_PRIVATE, seq);
+        __atomic_fetch_sub(&cc->waiters, 1, __ATOMIC_SEQ_CST);
     }
-    held_here = cpu + 1;
     rseq_fence((int)cpu);
     return cc;
 }
 
 static void unlock(cpu_cache_t *cc)
 {
-    held_here = 0;
-    __atomic_store_n(&cpu_cache_table[cc->cpu], cc, __ATOMIC_RELEASE);
+    __atomic_store_n(&cpu_cache_table[cc->cpu], cc, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&cc->releases, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&cc->waiters, __ATOMIC_SEQ_CST) != 0)
+        (void)futex(&cc->releases, FUTEX_WAKE_PRIVATE, INT32_MAX);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    held_clear(cc->cpu);
 }
 
 /* lock_here, making the CPU's cache first if it has none. */
@@ -166,7 +213,7 @@ static cpu_cache_t *lock_here_made(void)
 {
     unsigned cpu;
     cpu_cache_t *cc = lock_here(&cpu);
-    if (cc == NULL && cpu < CPU_SLOTS_MAX && __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE) == NULL &&
+    if (cc == NULL && cpu < possible_cpus && __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE) == NULL &&
         make_cache(cpu) != NULL)
         cc = lock_here(&cpu);
     return cc;
@@ -355,7 +402,9 @@ void cpu_cache_prefault(void)
 {
     if (!cpu_caches_on)
         return;
-    unsigned cpu = rseq_cpu_now() % CPU_SLOTS_MAX;
+    unsigned cpu = rseq_cpu_now();
+    if (cpu >= possible_cpus)
+        return;
     cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
     if (cc == NULL)
         cc = make_cache(cpu);
@@ -442,9 +491,13 @@ const char *cpu_caches_check(void)
 
 /* Every cache is locked across fork, so that no slow path is halfway
  * through moving a bin when memory is copied (a sequence commits with
- * one store, so the child sees it done or not begun). The cache this
- * thread holds itself (a fork from a signal handler) stays with the
- * interrupted code, which unlocks it in parent and child alike. */
+ * one store, so the child sees it done or not begun). A cache this thread
+ * holds in the frame a fork from a signal handler interrupted stays with
+ * that frame, which unlocks it in parent and child alike. In the child, a
+ * cache still locked by a thread that does not exist there (one that
+ * prefork skipped because this thread claimed it an instant before taking
+ * it) may be halfway through a move: it is left locked, its blocks lost,
+ * and the CPU gets a new cache. */
 static bool locked_at_fork[CPU_SLOTS_MAX];
 
 void cpu_caches_prefork(void)
@@ -452,11 +505,8 @@ void cpu_caches_prefork(void)
     if (!cpu_caches_on)
         return;
     mutex_lock(&make_lock);
-    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
-        unsigned mine = held_here;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++)
         locked_at_fork[cpu] = lock_remote(cpu, true) != NULL;
-        held_here = mine;
-    }
     transfer_prefork();
 }
 
@@ -464,7 +514,7 @@ static void unlock_forked(void)
 {
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++)
         if (locked_at_fork[cpu])
-            __atomic_store_n(&cpu_cache_table[cpu], caches[cpu], __ATOMIC_RELEASE);
+            unlock(caches[cpu]);
 }
 
 void cpu_caches_postfork_parent(void)
@@ -482,6 +532,17 @@ void cpu_caches_postfork_child(void)
         return;
     rseq_postfork_child();
     transfer_postfork_child();
-    unlock_forked();
     mutex_reinit(&make_lock);
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        cpu_cache_t *cc = caches[cpu];
+        if (cc == NULL)
+            continue;
+        cc->waiters = 0;   /* the waiters were other threads */
+        if (locked_at_fork[cpu]) {
+            unlock(cc);
+        } else if (cpu_cache_table[cpu] == &cpu_cache_locked && !held_here(cpu)) {
+            caches[cpu] = NULL;
+            (void)make_cache(cpu);
+        }
+    }
 }

@@ -51,7 +51,9 @@ typedef struct cpu_cache {
     uint32_t cpu;
     uint32_t events;      /* slow-path visits, under the lock (decay reads it) */
     uint32_t events_seen; /* events at the last decay pass */
-    uint32_t pad[5];
+    uint32_t releases;    /* unlocks: the futex remote lockers sleep on */
+    uint32_t waiters;     /* remote lockers asleep */
+    uint32_t pad[3];
     cpu_bin_t tags[CPU_NTAGS];      /* tags[t]; tags[c + 1] is class c's */
     /* per class, under the lock: counters for stats */
     uint64_t nfills[NSMALL], nflushes[NSMALL], nmisses[NSMALL];

@@ -54,7 +54,11 @@ bool rseq_thread_ready(void)
     if (glibc_registered || registered_here)
         return true;
     /* glibc's reserved area is a whole struct rseq (32 bytes), aligned */
-    if (syscall(__NR_rseq, area_here(), sizeof(struct rseq), 0, DPM_RSEQ_SIG) != 0)
+    /* EBUSY: registered already with this very area, length and
+     * signature (the kernel says EINVAL or EPERM otherwise). glibc does
+     * that itself for threads it creates once the main thread's area
+     * holds a CPU number, even with its tunable off. */
+    if (syscall(__NR_rseq, area_here(), sizeof(struct rseq), 0, DPM_RSEQ_SIG) != 0 && errno != EBUSY)
         return false;
     registered_here = true;
     return true;
