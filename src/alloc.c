@@ -97,10 +97,7 @@ static void *alloc_slow_body(size_t size)
     tcache_t *tc = tcache_mine();
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
         void *p = cpu_cache_alloc_miss(thread_arena(), c);
-        if (p == NULL)
-            return fail_nomem();
-        tc_block_handed_out(p);
-        return p;
+        return p != NULL ? p : fail_nomem();
     }
     if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
         counter_add(&tc->bins[c].nrequests, 1);
@@ -323,7 +320,9 @@ void confirm_not_cached(void *p, unsigned bin, const char *call, const char *wha
 
 void thread_front_pick(void)
 {
-    bool cpu = cpu_caches_on && tls_state == THREAD_CACHED && !keeps_own_cache && rseq_thread_ready();
+    bool cpu = cpu_caches_on && tls_state == THREAD_CACHED && !keeps_own_cache;
+    if (cpu && !rseq_thread_ready())
+        cpu = false, keeps_own_cache = true;   /* the kernel refused: asked once */
     bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
     if (!cpu && tls_state == THREAD_CACHED)
         (void)tcache_ensure_slots(tcache_mine());
@@ -341,9 +340,19 @@ void thread_front_keep_own(void)
     thread_front_pick();
 }
 
+/* A thread that got its cache on a path that did not pick its front end
+ * (thread_front_pick) gets it here. */
+static bool front_picked_late(void)
+{
+    if (!cpu_caches_on || tls_state != THREAD_CACHED || keeps_own_cache)
+        return false;
+    thread_front_pick();
+    return tls_thread.cpu_table == cpu_cache_table;
+}
+
 void *alloc_front_miss(size_t size)
 {
-    if (tls_thread.cpu_table != cpu_cache_table)
+    if (tls_thread.cpu_table != cpu_cache_table && !front_picked_late())
         return thread_alloc_fast(size);
     unsigned c = sc_of_size(size);
     if (c >= g.tcache_nclasses)
@@ -354,16 +363,13 @@ void *alloc_front_miss(size_t size)
     if (tls_state == THREAD_CACHED)
         tcache_event(tcache_mine());
     void *p = cpu_cache_alloc_miss(thread_arena(), c);
-    if (p == NULL)
-        return fail_nomem();
-    tc_block_handed_out(p);
-    return p;
+    return p != NULL ? p : fail_nomem();
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
 {
     uintptr_t tag = radix_entry_tag(e);
-    if (tls_thread.cpu_table != cpu_cache_table) {
+    if (tls_thread.cpu_table != cpu_cache_table && !front_picked_late()) {
         /* the thread cache's push (thread_free_fast): free_fast made its
          * checks already if the tag is not 0 */
         tc_bin_t *b = tc_bin_of_tag(tls_thread.tcache, tag);
@@ -602,13 +608,40 @@ void *realloc_impl(void *p, size_t size, const char *call)
 
 /* ---- aligned and at-offset --------------------------------------------- */
 
+/* A block of cached class c from the calling thread's CPU cache (a
+ * thread on the CPU caches), handed out; NULL without memory. */
+static void *cpu_front_alloc(unsigned c)
+{
+    void *p;
+    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p)) {
+        void *block = cpu_slot_block(p);
+        if (block != p)
+            DPM_ANN_OPEN_KEY(block);
+        else
+            tc_block_handed_out(block);
+        return block;
+    }
+    return cpu_cache_alloc_miss(thread_arena(), c);
+}
+
 static void *aligned_small(unsigned c, size_t size, bool zero)
 {
+    if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
+        void *q = cpu_front_alloc(c);
+        if (q == NULL)
+            return fail_nomem();
+        DPM_ANN_OPEN(q, size);
+        if (zero)
+            memset(q, 0, size);
+        return q;
+    }
     tcache_t *tc = tcache_mine();
     tc_bin_t *b = &tc->bins[c];
     void *p = c < TC_MAX_CLASSES ? tc_bin_pop(tc, c) : NULL;
-    if (p == NULL && tls_state == THREAD_NEW && tcache_create_for_thread())
+    if (p == NULL && tls_state == THREAD_NEW && tcache_create_for_thread()) {
+        thread_front_pick();
         return aligned_small(c, size, zero);
+    }
     if (p == NULL && c < TC_MAX_CLASSES && b->ncached_max != 0) {
         tcache_event(tc);
         p = tcache_alloc_miss(tc, c);

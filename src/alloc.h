@@ -128,7 +128,12 @@ DPM_INLINE void *alloc_fast(size_t size)
         return alloc_slow(size);
     void *p;
     if (likely(cpu_cache_pop(tls_thread.cpu_table, off, &p))) {
-        tc_block_handed_out(p);
+        if (likely(((uintptr_t)p & CPU_FRESH) == 0)) {
+            tc_block_handed_out(p);
+            return p;
+        }
+        p = cpu_slot_block(p);   /* fresh from a fill: not written */
+        DPM_ANN_OPEN_KEY(p);
         return p;
     }
     return alloc_front_miss(size);

@@ -9,6 +9,7 @@
 #include "global.h"
 #include "os.h"
 #include "transfer.h"
+#include "tcache.h"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -230,6 +231,17 @@ static void spill(unsigned c, void **objs, unsigned n)
         arena_bin_flush(objs + kept, n - kept);
 }
 
+/* A slot's block handed out: the key cleared unless it is fresh. */
+static void *handout(void *slot)
+{
+    void *p = cpu_slot_block(slot);
+    if (slot != p)
+        DPM_ANN_OPEN_KEY(p);
+    else
+        tc_block_handed_out(p);
+    return p;
+}
+
 void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
 {
     cpu_cache_t *cc = lock_here_made();
@@ -239,18 +251,21 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
         counter_add(&cc->nmisses[c], 1);
         cpu_bin_t *b = &cc->tags[c + 1];
         if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
-            void *p = *b->head++;
+            void *slot = *b->head++;
             unlock(cc);
-            return p;
+            return handout(slot);
         }
         want = b->cap / 2 + 1;
         unlock(cc);
     }
     /* no lock while the arena fills: a page source's callback may run */
     void *batch[CPU_BATCH_MAX / 2 + 1];
+    uint8_t keyed[CPU_BATCH_MAX / 2 + 1];
     unsigned got = transfer_take(c, batch, want);
-    if (got == 0 && a != NULL)
-        got = arena_bin_fill(&a->bins[c], batch, want, NULL);
+    if (got != 0)
+        memset(keyed, 1, got);   /* freed blocks: keyed */
+    else if (a != NULL)
+        got = arena_bin_fill(&a->bins[c], batch, want, keyed);
     if (got == 0)
         return NULL;
     if (got > 1) {
@@ -262,14 +277,14 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
             pushed = got - 1 < room ? got - 1 : room;
             /* batch[1] on top: the lowest addresses go out first */
             for (unsigned i = pushed; i >= 1; i--)
-                *--b->head = batch[i];
+                *--b->head = (void *)((uintptr_t)batch[i] | (keyed[i] ? 0 : CPU_FRESH));
             counter_add(&cc->nfills[c], 1);
             unlock(cc);
         }
         if (pushed < got - 1)
             spill(c, batch + 1 + pushed, got - 1 - pushed);
     }
-    return batch[0];
+    return handout((void *)((uintptr_t)batch[0] | (keyed[0] ? 0 : CPU_FRESH)));
 }
 
 void cpu_cache_free_full(void *p, unsigned c)
@@ -289,7 +304,8 @@ void cpu_cache_free_full(void *p, unsigned c)
     /* full: the older half (next to top) leaves, the rest slides up */
     void *batch[CPU_BATCH_MAX];
     unsigned n = b->cap / 2 > 0 ? b->cap / 2 : 1, count = (unsigned)(b->top - b->head);
-    memcpy(batch, b->top - n, n * sizeof(void *));
+    for (unsigned i = 0; i < n; i++)
+        batch[i] = cpu_slot_block(b->top[(ptrdiff_t)i - (ptrdiff_t)n]);
     memmove(b->head + n, b->head, (count - n) * sizeof(void *));
     b->head += n;
     *--b->head = p;
@@ -310,7 +326,7 @@ static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
     for (unsigned c = 0; c < NSMALL && k < DRAIN_CHUNK; c++) {
         cpu_bin_t *b = &cc->tags[c + 1];
         while (b->head != b->top && k < DRAIN_CHUNK) {
-            out[k++] = *b->head++;
+            out[k++] = cpu_slot_block(*b->head++);
             *bytes += sc_size(c);
         }
     }
@@ -392,7 +408,7 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
         for (unsigned c = 0; c < NSMALL; c++) {
             const cpu_bin_t *b = &cc->tags[c + 1];
             for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
-                fn(__atomic_load_n(s, __ATOMIC_RELAXED), arg);
+                fn(cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)), arg);
         }
     }
     transfer_for_each_block(fn, arg);
@@ -423,7 +439,7 @@ bool cpu_caches_hold(const void *p, unsigned c)
             continue;
         const cpu_bin_t *b = &cc->tags[c + 1];
         for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
-            if (__atomic_load_n(s, __ATOMIC_RELAXED) == p)
+            if (cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)) == p)
                 return true;
     }
     return transfer_holds(p, c);
@@ -473,7 +489,8 @@ const char *cpu_caches_check(void)
                 return "a bin's bounds do not span its capacity";
             if (b->head < b->low || b->head > b->top)
                 return "a bin's head is outside its slots";
-            for (void **slot = b->head; slot < b->top; slot++) {
+            for (void **at = b->head; at < b->top; at++) {
+                void *const *slot = &(void *){cpu_slot_block(*at)};
                 const span_t *s = span_of(*slot);
                 if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->arena->manual)
                     return "a cached block is not a block of its class in an automatic arena";

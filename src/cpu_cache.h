@@ -164,13 +164,21 @@ full:
     return false;
 }
 
+/* A slot's low bit marks a block a fill brought from its slab that no
+ * free has keyed since (it holds no free key): its handout writes
+ * nothing into it, so a fresh block's page and line stay untouched until
+ * the program touches them (docs/design.md, "The free key and fills"). */
+#define CPU_FRESH ((uintptr_t)1)
+DPM_INLINE void *cpu_slot_block(const void *slot) { return (void *)((uintptr_t)slot & ~CPU_FRESH); }
+
 /* ---- the slow halves (cpu_cache.c) -------------------------------------- */
 
 /* At init: whether CPU caches can run here (rseq_init) and are wanted. */
 bool cpu_caches_init(void);
 /* Bin c (< g.tcache_nclasses) of the calling thread's CPU was empty or
  * locked: a block of class c (refilling the CPU's bin from the transfer
- * cache or the arena a), or NULL with no memory. */
+ * cache or the arena a), handed out (no free key in it), or NULL with no
+ * memory. */
 void *cpu_cache_alloc_miss(arena_t *a, unsigned c);
 /* Bin c of the calling thread's CPU was full or locked: keeps p (which
  * holds the free key) there, moving half the bin to the transfer cache,

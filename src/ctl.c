@@ -257,8 +257,8 @@ static int h_ncached_read(const ctl_call_t *c, const void *arg)
     size_t size, n;
     if (write_in(c, &size, sizeof(size)) != 1)
         return EINVAL;
-    if (tls_state == THREAD_NEW)
-        tcache_create_for_thread();
+    if (tls_state == THREAD_NEW && tcache_create_for_thread())
+        thread_front_pick();
     int err = thread_ncached_max_get(size, &n);
     return err != 0 ? err : read_out(c, &n, sizeof(n));
 }
