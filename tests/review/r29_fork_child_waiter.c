@@ -159,12 +159,17 @@ int main(int argc, char **argv)
         }
         if (asleep) {
             pthread_kill(tt, SIGUSR2);
-            while (atomic_load(&child_pid) == 0)
-                usleep(100);
+            /* the fork happens while U holds the cache; a fork that waits
+             * for U instead (as it may once this is fixed) gets it after
+             * the gate opens below */
+            for (int i = 0; i < 1000 && atomic_load(&child_pid) == 0; i++)
+                usleep(1000);
         }
         char c = 1;
         if (write(gate[1], &c, 1) != 1)
             return 2;
+        while (asleep && atomic_load(&child_pid) == 0)
+            usleep(100);
         pthread_join(tt, NULL);
         if (!asleep)
             continue;
