@@ -15,7 +15,8 @@
  * FUTEX_WAKE system call for sleepers that do not exist.
  *
  * Expected: "ok" (the child reads waiters 0 after its malloc_trim).
- * Actual on a477e1f: "the child's CPU 0 cache counts 4294967295 waiters".
+ * Actual on a477e1f, 5 of 5 runs: "the child's CPU 0 cache counts 4294967295
+ * waiters".
  *
  * Needs the CPU caches (else exit 77). Reads cpu_cache_table /
  * cpu_cache_locked and the waiters field (cpu_cache.h: cpu_cache_t,
