@@ -42,6 +42,9 @@ static unsigned possible_cpus;
  * CPU leaves no stale claim behind. */
 static __thread uint64_t held_bits[CPU_SLOTS_MAX / 64];
 static __thread unsigned long claiming;
+/* Forks this process has been the child of: a wait that spans one does
+ * not undo its count of waiters, which the child cleared. */
+static unsigned fork_generation;
 
 static bool held_here(unsigned cpu)
 {
@@ -175,12 +178,15 @@ static long futex(uint32_t *word, int op, uint32_t val)
  * this thread holds or claims in an interrupted frame. */
 static cpu_cache_t *lock_remote(unsigned cpu, bool wait)
 {
-    cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
-    if (cc == NULL || held_here(cpu))
+    if (__atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE) == NULL || held_here(cpu))
         return NULL;
     held_set(cpu);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    cpu_cache_t *cc;
     for (;;) {
+        /* read each time: a fork child may give the CPU a new cache while
+         * a frame of its thread waits here (cpu_caches_postfork_child) */
+        cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         cpu_cache_t *expect = cc;
         if (__atomic_compare_exchange_n(&cpu_cache_table[cpu], &expect, &cpu_cache_locked, false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_RELAXED))
@@ -189,22 +195,29 @@ static cpu_cache_t *lock_remote(unsigned cpu, bool wait)
             held_clear(cpu);
             return NULL;
         }
+        unsigned generation = fork_generation;
         uint32_t seq = __atomic_load_n(&cc->releases, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&cc->waiters, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&cpu_cache_table[cpu], __ATOMIC_SEQ_CST) == &cpu_cache_locked)
             (void)futex(&cc->releases, FUTEX_WAIT_PRIVATE, seq);
-        __atomic_fetch_sub(&cc->waiters, 1, __ATOMIC_SEQ_CST);
+        /* a fork since cleared the count in the child, this wait with it */
+        if (generation == fork_generation)
+            __atomic_fetch_sub(&cc->waiters, 1, __ATOMIC_SEQ_CST);
     }
     rseq_fence((int)cpu);
     return cc;
 }
 
+/* A cache that a fork child replaced while a frame of its thread held it
+ * (cpu_caches_postfork_child) is not put back in the table. */
 static void unlock(cpu_cache_t *cc)
 {
-    __atomic_store_n(&cpu_cache_table[cc->cpu], cc, __ATOMIC_SEQ_CST);
-    __atomic_fetch_add(&cc->releases, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&cc->waiters, __ATOMIC_SEQ_CST) != 0)
-        (void)futex(&cc->releases, FUTEX_WAKE_PRIVATE, INT32_MAX);
+    if (__atomic_load_n(&caches[cc->cpu], __ATOMIC_ACQUIRE) == cc) {
+        __atomic_store_n(&cpu_cache_table[cc->cpu], cc, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&cc->releases, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&cc->waiters, __ATOMIC_SEQ_CST) != 0)
+            (void)futex(&cc->releases, FUTEX_WAKE_PRIVATE, INT32_MAX);
+    }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     held_clear(cc->cpu);
 }
@@ -360,9 +373,10 @@ static size_t drain_one(unsigned cpu, bool idle_only)
     }
     size_t bytes = 0;
     void *chunk[DRAIN_CHUNK];
-    while (lock_remote(cpu, !idle_only) != NULL) {
-        unsigned k = take_some(cc, chunk, &bytes);
-        unlock(cc);
+    /* the cache locked, not cc: a fork child may have replaced it */
+    for (cpu_cache_t *held; (held = lock_remote(cpu, !idle_only)) != NULL;) {
+        unsigned k = take_some(held, chunk, &bytes);
+        unlock(held);
         if (k == 0)
             break;
         arena_bin_flush(chunk, k);
@@ -506,15 +520,16 @@ const char *cpu_caches_check(void)
 
 /* ---- fork ---------------------------------------------------------------- */
 
-/* Every cache is locked across fork, so that no slow path is halfway
- * through moving a bin when memory is copied (a sequence commits with
- * one store, so the child sees it done or not begun). A cache this thread
- * holds in the frame a fork from a signal handler interrupted stays with
- * that frame, which unlocks it in parent and child alike. In the child, a
- * cache still locked by a thread that does not exist there (one that
- * prefork skipped because this thread claimed it an instant before taking
- * it) may be halfway through a move: it is left locked, its blocks lost,
- * and the CPU gets a new cache. */
+/* Across fork every CPU cache that is free is locked, so that no slow
+ * path is halfway through moving its bins when memory is copied (a
+ * sequence commits with one store: the child sees it done or not begun).
+ * fork waits for none: a cache held at that instant (by another thread,
+ * or by a frame of the forking thread that a signal handler interrupted)
+ * is left to its holder in the parent, and in the child, where that
+ * holder cannot finish (or finishes on a cache the child no longer
+ * uses: unlock), it is abandoned with its blocks and the CPU gets a new
+ * cache. So a fork from a signal handler never waits for the frame it
+ * interrupted, nor for a thread that a handler of its own blocks. */
 static bool locked_at_fork[CPU_SLOTS_MAX];
 
 void cpu_caches_prefork(void)
@@ -523,7 +538,7 @@ void cpu_caches_prefork(void)
         return;
     mutex_lock(&make_lock);
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++)
-        locked_at_fork[cpu] = lock_remote(cpu, true) != NULL;
+        locked_at_fork[cpu] = lock_remote(cpu, false) != NULL;
     transfer_prefork();
 }
 
@@ -547,6 +562,7 @@ void cpu_caches_postfork_child(void)
 {
     if (!cpu_caches_on)
         return;
+    fork_generation++;
     rseq_postfork_child();
     transfer_postfork_child();
     mutex_reinit(&make_lock);
@@ -554,10 +570,14 @@ void cpu_caches_postfork_child(void)
         cpu_cache_t *cc = caches[cpu];
         if (cc == NULL)
             continue;
-        cc->waiters = 0;   /* the waiters were other threads */
+        cc->waiters = 0;   /* waits under way were other threads', or span this fork */
         if (locked_at_fork[cpu]) {
             unlock(cc);
-        } else if (cpu_cache_table[cpu] == &cpu_cache_locked && !held_here(cpu)) {
+        } else if (cpu_cache_table[cpu] == &cpu_cache_locked) {
+            /* a frame of this thread asleep on it (a fork from a signal
+             * handler) finds its futex word changed when its wait
+             * restarts, and goes on with the new cache */
+            cc->releases++;
             caches[cpu] = NULL;
             (void)make_cache(cpu);
         }

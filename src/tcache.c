@@ -60,16 +60,14 @@ static void bin_layout(tcache_t *tc, unsigned c, void **top, unsigned ncached_ma
 {
     tc_bin_t *b = &tc->bins[c];
     tc->stats[c].fresh = 0;
-    if (top == NULL) {   /* no slots: empty and full */
-        __atomic_store_n(&b->head, NULL, __ATOMIC_RELAXED);
-        b->hot = NULL;
-    } else {
-        tc_bin_set_head(b, top);
-    }
     b->ncached_max = (uint16_t)ncached_max;
-    __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);   /* read by other threads */
+    /* the marks before head, which publishes them: another thread's
+     * lookup (bin_holds) that reads a head reads its top */
+    __atomic_store_n(&b->top_lo, low16(top), __ATOMIC_RELAXED);
     b->low_lo = low16(top);
     b->full_lo = low16(top - ncached_max);
+    __atomic_store_n(&b->head, top, __ATOMIC_RELEASE);   /* NULL: no slots, empty and full */
+    b->hot = top != NULL ? *top : NULL;
 }
 
 void tcache_prefault(void)
