@@ -102,6 +102,35 @@ struct idle_group {
     const struct backend *be;
 };
 
+/* a thread of the group: counts itself ready, then idles until the
+ * measuring thread, having read the RSS, releases the group */
+static void idle_until_released(struct idle_group *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->ready++;
+    pthread_cond_broadcast(&g->cond);
+    while (!g->release)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* the measuring thread: waits until n threads of the group are idle */
+static void wait_ready(struct idle_group *g, int n)
+{
+    pthread_mutex_lock(&g->lock);
+    while (g->ready < n)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void release_group(struct idle_group *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->release = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
 static void *free_then_idle(void *arg)
 {
     struct idle_group *g = arg;
@@ -110,12 +139,7 @@ static void *free_then_idle(void *arg)
     fill_block(p, size, 60);
     check_fill(p, size, 60, "idle_threads");
     g->be->free(p);
-    pthread_mutex_lock(&g->lock);
-    g->ready++;
-    pthread_cond_broadcast(&g->cond);
-    while (!g->release)
-        pthread_cond_wait(&g->cond, &g->lock);
-    pthread_mutex_unlock(&g->lock);
+    idle_until_released(g);
     return NULL;
 }
 
@@ -126,10 +150,7 @@ static void run_idle_threads(struct bench_ctx *ctx, const char *case_name)
     for (int i = 0; i < 4; i++)
         if (pthread_create(&t[i], NULL, free_then_idle, &g) != 0)
             fail("idle_threads: pthread_create failed");
-    pthread_mutex_lock(&g.lock);
-    while (g.ready < 4)
-        pthread_cond_wait(&g.cond, &g.lock);
-    pthread_mutex_unlock(&g.lock);
+    wait_ready(&g, 4);
     /* the smoke pass checks the program, not the decay: a shorter wait */
     useconds_t wait_us = ctx->mode == MODE_SMOKE ? 200 * 1000 : 2000 * 1000;
     usleep(wait_us);
@@ -138,10 +159,7 @@ static void run_idle_threads(struct bench_ctx *ctx, const char *case_name)
         ctx->be->trim();
         emit_rss(ctx, case_name, "RSS after trim");
     }
-    pthread_mutex_lock(&g.lock);
-    g.release = 1;
-    pthread_cond_broadcast(&g.cond);
-    pthread_mutex_unlock(&g.lock);
+    release_group(&g);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
 }
@@ -185,12 +203,7 @@ static void *churn_then_idle(void *arg)
             g->be->free(live[i]);
         }
     }
-    pthread_mutex_lock(&g->lock);
-    g->ready++;
-    pthread_cond_broadcast(&g->cond);
-    while (!g->release)
-        pthread_cond_wait(&g->cond, &g->lock);
-    pthread_mutex_unlock(&g->lock);
+    idle_until_released(g);
     return NULL;
 }
 
@@ -213,10 +226,7 @@ static void run_idle_threads_1000(struct bench_ctx *ctx, const char *case_name)
             break;
     }
     pthread_attr_destroy(&attr);
-    pthread_mutex_lock(&g.lock);
-    while (g.ready < started)
-        pthread_cond_wait(&g.cond, &g.lock);
-    pthread_mutex_unlock(&g.lock);
+    wait_ready(&g, started);
     if (started == MANY_THREADS) {
         emit_rss(ctx, case_name,
                  smoke ? "RSS at barrier (smoke)" : "RSS at the barrier");
@@ -230,10 +240,7 @@ static void run_idle_threads_1000(struct bench_ctx *ctx, const char *case_name)
         emit_note(ctx, "idle_threads_1000: not run, pthread_create refused thread %d: %s",
                   started + 1, strerror(err));
     }
-    pthread_mutex_lock(&g.lock);
-    g.release = 1;
-    pthread_cond_broadcast(&g.cond);
-    pthread_mutex_unlock(&g.lock);
+    release_group(&g);
     for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
     free(c);
