@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 static bool glibc_registered;
+#if DPM_HAVE_RSEQ
 static __thread bool registered_here;
+#endif
 /* Whether membarrier can aim at one CPU (MEMBARRIER_CMD_FLAG_CPU). */
 static bool fence_one_cpu;
 
