@@ -613,14 +613,8 @@ void *realloc_impl(void *p, size_t size, const char *call)
 static void *cpu_front_alloc(unsigned c)
 {
     void *p;
-    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p)) {
-        void *block = cpu_slot_block(p);
-        if (block != p)
-            DPM_ANN_OPEN_KEY(block);
-        else
-            tc_block_handed_out(block);
-        return block;
-    }
+    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
+        return cpu_handout(p);
     return cpu_cache_alloc_miss(thread_arena(), c);
 }
 

@@ -69,16 +69,26 @@ void thread_front_keep_own(void);
 
 /* The thread cache's malloc: from alloc_front_miss, for a thread on its
  * own cache. */
+/* The offset of a small size's bin from the first class's bin, class x
+ * 32 in both front ends (tc_bin_t and cpu_bin_t); false for a large size. */
+DPM_INLINE bool small_bin_offset(size_t size, size_t *off)
+{
+    if (likely(size <= TC_LOOKUP_MAX))
+        *off = tc_bin_offset_of_size[size];
+    else if (size <= SC_LOOKUP_MAX)
+        *off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
+    else if (size <= SMALL_MAX)
+        *off = sc_compute(size) * sizeof(tc_bin_t);
+    else
+        return false;
+    return true;
+}
+_Static_assert(sizeof(tc_bin_t) == sizeof(cpu_bin_t), "one offset table serves both front ends");
+
 DPM_INLINE void *thread_alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin in tcache_t.bins */
-    if (likely(size <= TC_LOOKUP_MAX))
-        off = tc_bin_offset_of_size[size];
-    else if (size <= SC_LOOKUP_MAX)
-        off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
-    else if (size <= SMALL_MAX)
-        off = sc_compute(size) * sizeof(tc_bin_t);
-    else
+    if (!small_bin_offset(size, &off))
         return alloc_slow(size);   /* large: the large cache or the arena */
     tc_bin_t *b = (tc_bin_t *)((char *)__atomic_load_n(&tls_thread.tcache, __ATOMIC_RELAXED)->bins + off);
     void **h = b->head;
@@ -111,6 +121,20 @@ DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, con
         confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, what);
 }
 
+/* The block of a slot a CPU cache's pop returned, handed out: the free
+ * key cleared, unless the block is fresh from a fill (CPU_FRESH), which
+ * is not written. */
+DPM_INLINE void *cpu_handout(void *slot)
+{
+    if (likely(((uintptr_t)slot & CPU_FRESH) == 0)) {
+        tc_block_handed_out(slot);
+        return slot;
+    }
+    void *p = cpu_slot_block(slot);
+    DPM_ANN_OPEN_KEY(p);
+    return p;
+}
+
 /* The fast paths of both front ends start with the CPU cache's sequence:
  * a thread on its own cache uses the table whose every entry is locked
  * (cpu_cache.h), so the sequence fails and the miss path takes the
@@ -118,24 +142,11 @@ DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, con
 DPM_INLINE void *alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin from bins[0] (tags[1]) */
-    if (likely(size <= TC_LOOKUP_MAX))
-        off = tc_bin_offset_of_size[size];
-    else if (size <= SC_LOOKUP_MAX)
-        off = sc_lookup[(size + QUANTUM - 1) >> LG_QUANTUM] * sizeof(tc_bin_t);
-    else if (size <= SMALL_MAX)
-        off = sc_compute(size) * sizeof(tc_bin_t);
-    else
-        return alloc_slow(size);
+    if (!small_bin_offset(size, &off))
+        return alloc_slow(size);   /* large: the thread's large cache or the arena */
     void *p;
-    if (likely(cpu_cache_pop(tls_thread.cpu_table, off, &p))) {
-        if (likely(((uintptr_t)p & CPU_FRESH) == 0)) {
-            tc_block_handed_out(p);
-            return p;
-        }
-        p = cpu_slot_block(p);   /* fresh from a fill: not written */
-        DPM_ANN_OPEN_KEY(p);
-        return p;
-    }
+    if (likely(cpu_cache_pop(tls_thread.cpu_table, off, &p)))
+        return cpu_handout(p);
     return alloc_front_miss(size);
 }
 

@@ -88,38 +88,37 @@ static bool small_slots_lazy;
 
 void tcache_set_small_slots_lazy(bool lazy) { small_slots_lazy = lazy; }
 
+/* Gives bin c of tc its default number of slots, empty. */
+static bool give_slots(tcache_t *tc, unsigned c)
+{
+    unsigned n = nslots_for_class(c);
+    /* one more slot: *top stays NULL, so a pop of the empty bin may read it */
+    void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
+    if (slots == NULL)
+        return false;
+    tc->stats[c].cap = n;
+    bin_layout(tc, c, slots + n, n);
+    return true;
+}
+
 static bool tcache_alloc_slots(tcache_t *tc)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         if (small_slots_lazy) {
             tc->stats[c].cap = 0;
             bin_layout(tc, c, NULL, 0);
-            continue;
-        }
-        unsigned n = nslots_for_class(c);
-        /* one more slot: *top stays NULL, so the double-free check of the
-         * free fast path (*head != p) may read it when the bin is empty */
-        void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
-        if (slots == NULL)
+        } else if (!give_slots(tc, c)) {
             return false;
-        tc->stats[c].cap = n;
-        bin_layout(tc, c, slots + n, n);
+        }
     }
     return true;
 }
 
 bool tcache_ensure_slots(tcache_t *tc)
 {
-    for (unsigned c = 0; c < g.tcache_nclasses; c++) {
-        if (tc->stats[c].cap != 0)
-            continue;
-        unsigned n = nslots_for_class(c);
-        void **slots = base_alloc((n + 1) * sizeof(void *), CACHELINE);
-        if (slots == NULL)
+    for (unsigned c = 0; c < g.tcache_nclasses; c++)
+        if (tc->stats[c].cap == 0 && !give_slots(tc, c))
             return false;
-        tc->stats[c].cap = n;
-        bin_layout(tc, c, slots + n, n);
-    }
     return true;
 }
 
