@@ -428,18 +428,27 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
     transfer_for_each_block(fn, arg);
 }
 
+/* Every CPU the thread may run on: it may be moved between the reserve
+ * and its allocations (hugepages_reserve found a fault on the CPU it was
+ * moved to). A thread pinned to one CPU (a DPDK lcore) makes one. */
 void cpu_cache_prefault(void)
 {
     if (!cpu_caches_on)
         return;
-    unsigned cpu = rseq_cpu_now();
-    if (cpu >= possible_cpus)
-        return;
-    cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
-    if (cc == NULL)
-        cc = make_cache(cpu);
-    if (cc != NULL)
-        os_populate(cc, sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *));
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+        CPU_ZERO(&allowed);
+        CPU_SET(rseq_cpu_now() % CPU_SETSIZE, &allowed);
+    }
+    for (unsigned cpu = 0; cpu < possible_cpus && cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+        if (cc == NULL)
+            cc = make_cache(cpu);
+        if (cc != NULL)
+            os_populate(cc, sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *));
+    }
     transfer_prefault();
 }
 

@@ -201,8 +201,9 @@ bool cpu_caches_hold(const void *p, unsigned c);
  * addresses of blocks, possibly ones that left meanwhile). fn must not
  * allocate. */
 void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
-/* Makes the current CPU's cache and the transfer stacks resident now
- * (dpm_reserve: allocations afterwards take no fault in them). */
+/* Makes the caches of every CPU the calling thread may run on, and the
+ * transfer stacks, resident now (dpm_reserve: allocations afterwards
+ * take no fault in them). */
 void cpu_cache_prefault(void);
 /* Per class totals over the CPU caches (stats). */
 void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint64_t *nmisses);
