@@ -261,7 +261,6 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
     unsigned want = 1;
     if (cc != NULL) {
         __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-        counter_add(&cc->nmisses[c], 1);
         cpu_bin_t *b = &cc->tags[c + 1];
         if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
             void *slot = *b->head++;
@@ -291,7 +290,6 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
             /* batch[1] on top: the lowest addresses go out first */
             for (unsigned i = pushed; i >= 1; i--)
                 *--b->head = (void *)((uintptr_t)batch[i] | (keyed[i] ? 0 : CPU_FRESH));
-            counter_add(&cc->nfills[c], 1);
             unlock(cc);
         }
         if (pushed < got - 1)
@@ -322,7 +320,6 @@ void cpu_cache_free_full(void *p, unsigned c)
     memmove(b->head + n, b->head, (count - n) * sizeof(void *));
     b->head += n;
     *--b->head = p;
-    counter_add(&cc->nflushes[c], 1);
     unlock(cc);
     spill(c, batch, n);
 }
@@ -466,19 +463,6 @@ bool cpu_caches_hold(const void *p, unsigned c)
                 return true;
     }
     return transfer_holds(p, c);
-}
-
-void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint64_t *nmisses)
-{
-    *nfills = *nflushes = *nmisses = 0;
-    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
-        const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
-        if (cc == NULL)
-            continue;
-        *nfills += counter_read(&cc->nfills[c]);
-        *nflushes += counter_read(&cc->nflushes[c]);
-        *nmisses += counter_read(&cc->nmisses[c]);
-    }
 }
 
 /* ---- invariants (unit tests) --------------------------------------------- */

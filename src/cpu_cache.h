@@ -55,8 +55,6 @@ typedef struct cpu_cache {
     uint32_t waiters;     /* remote lockers asleep */
     uint32_t pad[3];
     cpu_bin_t tags[CPU_NTAGS];      /* tags[t]; tags[c + 1] is class c's */
-    /* per class, under the lock: counters for stats */
-    uint64_t nfills[NSMALL], nflushes[NSMALL], nmisses[NSMALL];
 } CACHE_ALIGNED cpu_cache_t;
 
 _Static_assert(sizeof(cpu_bin_t) == 32, "the sequences scale tags and classes by 32");
@@ -205,8 +203,6 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
  * transfer stacks, resident now (dpm_reserve: allocations afterwards
  * take no fault in them). */
 void cpu_cache_prefault(void);
-/* Per class totals over the CPU caches (stats). */
-void cpu_caches_counters(unsigned c, uint64_t *nfills, uint64_t *nflushes, uint64_t *nmisses);
 /* NULL if every CPU cache is whole (bounds, every block a live-in-slab
  * block start of its class, no entry left locked), else what is wrong.
  * Only while no thread allocates (unit tests). */

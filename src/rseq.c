@@ -48,8 +48,6 @@ bool rseq_init(void)
 #endif
 }
 
-bool rseq_glibc_registered(void) { return glibc_registered; }
-
 bool rseq_thread_ready(void)
 {
 #if DPM_HAVE_RSEQ

@@ -40,8 +40,6 @@
  * MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, which this registers for the
  * process). At init; false leaves every thread on its own cache. */
 bool rseq_init(void);
-/* Whether glibc registered the areas (false: dpmalloc registers them). */
-bool rseq_glibc_registered(void);
 /* Makes sure the calling thread's area is registered. False if the
  * kernel refused. */
 bool rseq_thread_ready(void);

@@ -12,7 +12,6 @@ typedef struct transfer_class {
     void **slots;          /* [0, n) hold blocks; the last put on top */
     unsigned n, cap;
     uint32_t ops, ops_seen; /* puts and takes, and their count at the last idle drain */
-    uint64_t nputs, ntakes;
 } CACHE_ALIGNED transfer_class_t;
 
 static transfer_class_t classes[NSMALL];
@@ -41,7 +40,6 @@ unsigned transfer_put(unsigned c, void *const *objs, unsigned n)
         t->slots[t->n + i] = objs[i];
     __atomic_store_n(&t->n, t->n + k, __ATOMIC_RELAXED);   /* read racily by stats */
     t->ops++;
-    counter_add(&t->nputs, 1);
     mutex_unlock_elidable(&t->lock, el);
     return k;
 }
@@ -57,8 +55,6 @@ unsigned transfer_take(unsigned c, void **out, unsigned want)
         out[i] = t->slots[t->n - 1 - i];
     __atomic_store_n(&t->n, t->n - k, __ATOMIC_RELAXED);
     t->ops++;
-    if (k != 0)
-        counter_add(&t->ntakes, 1);
     mutex_unlock_elidable(&t->lock, el);
     return k;
 }
@@ -141,12 +137,6 @@ void transfer_prefault(void)
     for (unsigned c = 0; c < NSMALL; c++)
         if (classes[c].cap != 0)
             os_populate(classes[c].slots, classes[c].cap * sizeof(void *));
-}
-
-void transfer_counters(unsigned c, uint64_t *nputs, uint64_t *ntakes)
-{
-    *nputs = __atomic_load_n(&classes[c].nputs, __ATOMIC_RELAXED);
-    *ntakes = __atomic_load_n(&classes[c].ntakes, __ATOMIC_RELAXED);
 }
 
 void transfer_prefork(void)

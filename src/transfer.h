@@ -35,8 +35,6 @@ bool transfer_holds(const void *p, unsigned c);
 void transfer_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
 /* Makes the stacks resident now (dpm_reserve). */
 void transfer_prefault(void);
-/* Puts and takes of class c, for stats. */
-void transfer_counters(unsigned c, uint64_t *nputs, uint64_t *ntakes);
 void transfer_prefork(void);
 void transfer_postfork_parent(void);
 void transfer_postfork_child(void);
