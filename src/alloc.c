@@ -130,10 +130,8 @@ void *alloc_slow(size_t size)
         return fail_nomem();
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    if (tls_state == THREAD_NEW && tcache_create_for_thread()) {
-        thread_front_pick();
+    if (tls_state == THREAD_NEW && thread_cache_make())
         return alloc_fast(size);
-    }
     if (!sample_this_call())
         return alloc_slow_body(size);
     uint64_t t0 = cpu_cycles();
@@ -284,10 +282,8 @@ static void free_leaf_miss_body(void *p, const char *call)
         /* A thread that frees before it allocates (a consumer) gets its
          * cache here, so its frees are batched like an allocating
          * thread's instead of each taking a bin lock. */
-        if (tls_state == THREAD_NEW && tcache_create_for_thread()) {
-            thread_front_pick();
+        if (tls_state == THREAD_NEW && thread_cache_make())
             free_fast(p, call);
-        }
         else
             free_slow(p, span_of(p), call);
         return;
@@ -340,19 +336,17 @@ void thread_front_keep_own(void)
     thread_front_pick();
 }
 
-/* A thread that got its cache on a path that did not pick its front end
- * (thread_front_pick) gets it here. */
-static bool front_picked_late(void)
+bool thread_cache_make(void)
 {
-    if (!cpu_caches_on || tls_state != THREAD_CACHED || keeps_own_cache)
+    if (!tcache_create_for_thread())
         return false;
     thread_front_pick();
-    return tls_thread.cpu_table == cpu_cache_table;
+    return true;
 }
 
 void *alloc_front_miss(size_t size)
 {
-    if (tls_thread.cpu_table != cpu_cache_table && !front_picked_late())
+    if (tls_thread.cpu_table != cpu_cache_table)
         return thread_alloc_fast(size);
     unsigned c = sc_of_size(size);
     if (c >= g.tcache_nclasses)
@@ -369,7 +363,7 @@ void *alloc_front_miss(size_t size)
 void free_front_miss(void *p, uintptr_t e, const char *call)
 {
     uintptr_t tag = radix_entry_tag(e);
-    if (tls_thread.cpu_table != cpu_cache_table && !front_picked_late()) {
+    if (tls_thread.cpu_table != cpu_cache_table) {
         /* the thread cache's push (thread_free_fast): free_fast made its
          * checks already if the tag is not 0 */
         tc_bin_t *b = tc_bin_of_tag(tls_thread.tcache, tag);
@@ -632,10 +626,8 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
     tcache_t *tc = tcache_mine();
     tc_bin_t *b = &tc->bins[c];
     void *p = c < TC_MAX_CLASSES ? tc_bin_pop(tc, c) : NULL;
-    if (p == NULL && tls_state == THREAD_NEW && tcache_create_for_thread()) {
-        thread_front_pick();
+    if (p == NULL && tls_state == THREAD_NEW && thread_cache_make())
         return aligned_small(c, size, zero);
-    }
     if (p == NULL && c < TC_MAX_CLASSES && b->ncached_max != 0) {
         tcache_event(tc);
         p = tcache_alloc_miss(tc, c);

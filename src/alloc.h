@@ -66,6 +66,10 @@ void thread_front_pick(void);
 /* The calling thread asked for something only its own cache gives
  * (thread.arena, thread.tcache.ncached_max): it keeps that cache. */
 void thread_front_keep_own(void);
+/* Makes the calling (THREAD_NEW) thread's cache and picks its front end;
+ * false if it gets no cache. Every entry path that makes a thread's cache
+ * goes through here. */
+bool thread_cache_make(void);
 
 /* The thread cache's malloc: from alloc_front_miss, for a thread on its
  * own cache. */

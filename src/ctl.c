@@ -257,8 +257,8 @@ static int h_ncached_read(const ctl_call_t *c, const void *arg)
     size_t size, n;
     if (write_in(c, &size, sizeof(size)) != 1)
         return EINVAL;
-    if (tls_state == THREAD_NEW && tcache_create_for_thread())
-        thread_front_pick();
+    if (tls_state == THREAD_NEW)
+        thread_cache_make();
     int err = thread_ncached_max_get(size, &n);
     return err != 0 ? err : read_out(c, &n, sizeof(n));
 }
@@ -275,6 +275,8 @@ static int h_ncached_write(const ctl_call_t *c, const void *arg)
         int used = 0;
         if (sscanf(spec, "%llu-%llu:%llu%n", &lo, &hi, &n, &used) != 3 || used == 0)
             return EINVAL;
+        if (tls_state == THREAD_NEW)
+            thread_cache_make();
         thread_front_keep_own();   /* the tuned bins are the thread's own: they get their slots first */
         int err = thread_ncached_max_set((size_t)lo, (size_t)hi, n > 0xffffffffu ? 0xffffffffu : (unsigned)n);
         if (err != 0)
