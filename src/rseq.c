@@ -11,8 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static bool glibc_registered;
 #if DPM_HAVE_RSEQ
+static bool glibc_registered;
 static __thread bool registered_here;
 #endif
 /* Whether membarrier can aim at one CPU (MEMBARRIER_CMD_FLAG_CPU). */
