@@ -15,8 +15,6 @@
 #include <errno.h>
 #include <string.h>
 
-/* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
-__thread thread_hot_t tls_thread = {.leaf_key = TC_NO_LEAF, .tcache = &tcache_empty, .cpu_table = cpu_cache_none_table};
 /* The thread asked for what only its own cache gives (thread_front_keep_own). */
 static __thread bool keeps_own_cache;
 

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-global_t g;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool init_running_here;
 static bool init_failed;

@@ -1,9 +1,12 @@
 /*
  * tcache.c - slow halves of the thread cache (see tcache.h), the size ->
- * bin-offset table, the tags the arenas give cached classes, and the
- * counters of exited threads' caches.
+ * bin-offset table, the tags the arenas give cached classes, the
+ * counters of exited threads' caches, and the per-thread state both front
+ * ends start from (tls_thread: the thread's cache and the CPU-cache table
+ * its sequences index, tcache.h).
  */
 #include "tcache.h"
+#include "cpu_cache.h"
 #include "numa.h"
 #include "os.h"
 #include "conf.h"
@@ -13,6 +16,8 @@
 #include <errno.h>
 #include <string.h>
 
+/* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
+__thread thread_hot_t tls_thread = {.leaf_key = TC_NO_LEAF, .tcache = &tcache_empty, .cpu_table = cpu_cache_none_table};
 __thread arena_t *tls_arena;
 __thread uint8_t tls_state;
 /* All bins zero: empty and full. */
