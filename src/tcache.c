@@ -244,13 +244,15 @@ __attribute__((constructor)) static void fill_lookup_before_main(void) { tcache_
 
 void tcache_init_bin_tags(void)
 {
-    uint8_t automatic[NSMALL], manual[NSMALL];
+    uint8_t tags[ARENA_TAG_SETS][NSMALL];
     for (unsigned c = 0; c < NSMALL; c++) {
         bool cached = c < g.tcache_nclasses;
-        automatic[c] = cached ? (uint8_t)c : TC_NONE;
-        manual[c] = cached ? (uint8_t)(c + TC_MANUAL_BASE) : TC_NONE;
+        tags[0][c] = cached ? (uint8_t)c : TC_NONE;
+        tags[1][c] = cached ? (uint8_t)(c + TC_MANUAL_BASE) : TC_NONE;
+        for (unsigned k = 0; k < TC_NODE_GROUPS; k++)
+            tags[2 + k][c] = cached ? (uint8_t)tc_node_class(k, c) : TC_NONE;
     }
-    arena_set_bin_tags(automatic, manual);
+    arena_set_bin_tags(tags);
 }
 
 /* ---- the free key ------------------------------------------------------ */
