@@ -1008,13 +1008,25 @@ static arena_t *socket_arena(int socket)
     return a;
 }
 
-/* An annotated block (DPM_ANN_ALLOC), as arena_block's. A thread on the
- * CPU caches takes a small block of a node with tags (span.h) from its
- * node's bin in the cache of the CPU it runs on, which has slots only if
- * that CPU is on the node (cpu_cache_node_tables); from another node's
- * CPU the miss path serves it from the node's transfer cache or arena.
- * Either way the block is the node's. */
-static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
+/* A small block of the node's bin of the calling thread's CPU cache, as
+ * the pop of socket_alloc gives it. */
+static void *socket_handout(void *slot, size_t size, bool zero)
+{
+    void *p = cpu_handout(slot);
+    DPM_ANN_OPEN(p, size);
+    if (zero)
+        memset(p, 0, size);
+    DPM_ANN_ALLOC(p, size, zero);
+    return p;
+}
+
+/* socket_alloc past the pop: every check, and the miss. A thread on the
+ * CPU caches takes a small block of a node with tags (span.h) from the
+ * node's bin of the cache of the CPU it runs on, which has slots only if
+ * that CPU is on the node; from another node's CPU the miss path serves
+ * it from the node's transfer cache or arena. Either way the block is
+ * the node's. */
+static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socket, bool zero)
 {
     if (!arena_call_ok(size, &align))
         return NULL;
@@ -1030,10 +1042,11 @@ static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
         /* arena_block's class: its slabs serve the alignment */
         unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
         if (c < g.tcache_nclasses) {
-            void *p;
-            if (cpu_cache_pop(cpu_cache_node_tables[node], c * sizeof(cpu_bin_t), &p))
-                p = cpu_handout(p);
-            else if ((p = cpu_cache_alloc_miss(a, tc_node_class(node, c))) == NULL)
+            void *slot;
+            if (cpu_cache_pop(cpu_cache_node_tables[node], c * sizeof(cpu_bin_t), &slot))
+                return socket_handout(slot, size, zero);
+            void *p = cpu_cache_alloc_miss(a, tc_node_class(node, c));
+            if (p == NULL)
                 return fail_nomem();
             DPM_ANN_OPEN(p, size);
             if (zero)
@@ -1048,6 +1061,23 @@ static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
     if (!on_cpu_caches && tls_arena == a)
         return annotated_aligned(size, align, zero);
     return arena_block(a, size, align, zero, false, 0);
+}
+
+/* An annotated block (DPM_ANN_ALLOC), as arena_block's. The pop first: a
+ * node's table has an unlocked entry only for a CPU of that node, which
+ * is online and has its arena, so a pop that succeeds needs none of the
+ * checks (a size past the small classes, a node without tags or not
+ * online, an alignment above the quantum all take socket_alloc_slow). */
+static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
+{
+    size_t off;
+    void *slot;
+    if (likely(tls_thread.cpu_table == cpu_cache_table) && align <= QUANTUM && small_bin_offset(size, &off)) {
+        unsigned node = socket == DPM_SOCKET_ID_ANY ? numa_cpu_node(rseq_cpu_now()) : (unsigned)socket;
+        if (node < TC_NODE_GROUPS && cpu_cache_pop(cpu_cache_node_tables[node], off, &slot))
+            return socket_handout(slot, size, zero);
+    }
+    return socket_alloc_slow(size, align, socket, zero);
 }
 
 DPM_EXPORT void *dpm_malloc_socket(size_t size, size_t align, int socket)
