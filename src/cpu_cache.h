@@ -26,8 +26,8 @@
  * into the arenas or user code. The free key and the checks of the free
  * fast path are the thread caches' (tcache.h).
  *
- * Owns: the CPU caches, their bounds and their drain. May call:
- * transfer, arena, bin, rseq.
+ * Owns: the CPU caches, their bounds and their drain, the node tables.
+ * May call: transfer, arena, bin, rseq, numa (the CPU -> node map).
  */
 #ifndef DPM_CPU_CACHE_H
 #define DPM_CPU_CACHE_H
