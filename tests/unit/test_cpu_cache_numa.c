@@ -12,7 +12,7 @@
  * CPU's node's blocks; the per-arena stats count cached node blocks, and
  * arena.<i>.purge of a node arena and a drain empty every cache; a double
  * free of a node block in a CPU cache or a transfer cache aborts naming
- * it; and the invariant checker (cpu_caches_check: a node bin holds only
+ * it; a fork child finds the caches whole; and the invariant checker (cpu_caches_check: a node bin holds only
  * its CPU's node's blocks) after pinned and migrating threads that free
  * each other's blocks. Skips (77) with one CPU or on thread caches.
  */
@@ -278,6 +278,43 @@ static void test_stats_and_drain(void)
     check_whole("after a drain");
 }
 
+/* A fork while both CPUs' node bins and a transfer cache hold blocks:
+ * the child finds every cache whole and allocates on both nodes. */
+static void test_fork(void)
+{
+    void *p[64];
+    pin(1);
+    for (unsigned i = 0; i < 64; i++)
+        p[i] = dpm_malloc_socket(256, 0, i % 2);
+    for (unsigned i = 0; i < 64; i++)
+        dpm_free(p[i]);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *why = cpu_caches_check();
+        if (why != NULL) {
+            fprintf(stderr, "child: %s\n", why);
+            _exit(2);
+        }
+        for (unsigned cpu = 0; cpu < 2; cpu++) {
+            pin(cpu);
+            for (unsigned i = 0; i < 64; i++) {
+                p[i] = dpm_malloc_socket(256, 0, i % 2);
+                if (!is_node_block(p[i], i % 2, 256))
+                    _exit(3);
+            }
+            for (unsigned i = 0; i < 64; i++)
+                dpm_free(p[i]);
+        }
+        _exit(cpu_caches_check() == NULL ? 0 : 4);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child: status %d", st);
+    const char *why = cpu_caches_check();
+    EXPECT_TRUE(why == NULL, "after fork: %s", why);
+}
+
 static void free_twice(void *p) { dpm_free(p); }
 
 static void test_double_free(void)
@@ -373,6 +410,7 @@ int main(void)
     test_local();
     test_remote();
     test_threads();
+    test_fork();
     test_stats_and_drain();
     test_double_free();
     check_whole("at the end");
