@@ -14,7 +14,10 @@
  * free of a node block in a CPU cache or a transfer cache aborts naming
  * it; a fork child finds the caches whole; and the invariant checker (cpu_caches_check: a node bin holds only
  * its CPU's node's blocks) after pinned and migrating threads that free
- * each other's blocks. Skips (77) with one CPU or on thread caches.
+ * each other's blocks. Then all of it again on a 4-node tree whose nodes 2
+ * and 3 have no CPU: node 2 has tags (its blocks pass through its
+ * transfer cache), node 3 none (the manual arenas' tags and path, see
+ * span.h). Skips (77) with one CPU or on thread caches.
  */
 #include "alloc.h"
 #include "numa.h"
@@ -331,6 +334,42 @@ static void test_double_free(void)
     expect_child_aborts(free_twice, q, "double free");
 }
 
+/* Four nodes, CPUs on nodes 0 and 1 only: node 2 has tags but no CPU
+ * (its blocks pass through its transfer cache), node 3 has none (the
+ * manual arenas' tags and the older path). Every block is its node's,
+ * wherever it is freed; a double free of either aborts. */
+static void test_four_nodes(void)
+{
+    static void *p[4][500];
+    for (unsigned cpu = 0; cpu < 2; cpu++) {
+        pin(cpu);
+        for (unsigned node = 0; node < 4; node++)
+            for (unsigned i = 0; i < 500; i++) {
+                p[node][i] = dpm_malloc_socket(64 + 16 * (i % 4), 0, (int)node);
+                const span_t *s = span_of(p[node][i]);
+                unsigned c = sc_of_size(64 + 16 * (i % 4));
+                unsigned want = node < TC_NODE_GROUPS ? tc_node_class(node, c) : TC_MANUAL_BASE + c;
+                EXPECT_TRUE(s->arena->node == (int)node && s->tcache_class == want,
+                            "cpu %u, node %u: a block of node %d, tcache_class %u (want %u)", cpu, node,
+                            s->arena->node, s->tcache_class, want);
+            }
+        pin(1 - cpu);   /* freed on the other CPU */
+        for (unsigned node = 0; node < 4; node++)
+            for (unsigned i = 0; i < 500; i++)
+                dpm_free(p[node][i]);
+        const char *why = cpu_caches_check();
+        EXPECT_TRUE(why == NULL, "four nodes, cpu %u: %s", cpu, why);
+    }
+    void *q = dpm_malloc_socket(64, 0, 2);
+    dpm_free(q);
+    EXPECT_TRUE(cpu_caches_hold(q, span_of(q)->tcache_class), "node 2's block is not in its transfer cache");
+    expect_child_aborts(free_twice, q, "double free");
+    q = dpm_malloc_socket(64, 0, 3);
+    dpm_free(q);
+    expect_child_aborts(free_twice, q, "double free");
+    check_whole("four nodes");
+}
+
 /* ---- the made-up tree ---------------------------------------------------- */
 
 static void write_file(const char *path, const char *text)
@@ -356,40 +395,52 @@ static int run_child(const char *root, const char *conf)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* A tree with nodes 0..nnodes-1 online, cpu 0 on node 0 and cpu 1 on
+ * node 1 (the others without CPUs); false if it cannot be written. */
+static bool make_tree(char *root, unsigned nnodes)
+{
+    if (mkdtemp(root) == NULL)
+        return false;
+    char path[256];
+    const char *dirs[] = {"/devices", "/devices/system", "/devices/system/node"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+        mkdir(path, 0700);
+    }
+    for (unsigned n = 0; n < nnodes; n++) {
+        snprintf(path, sizeof(path), "%s/devices/system/node/node%u", root, n);
+        mkdir(path, 0700);
+        snprintf(path, sizeof(path), "%s/devices/system/node/node%u/cpulist", root, n);
+        write_file(path, n == 0 ? "0\n" : n == 1 ? "1\n" : "\n");
+    }
+    snprintf(path, sizeof(path), "%s/devices/system/node/online", root);
+    write_file(path, nnodes == 2 ? "0-1\n" : "0-3\n");
+    return true;
+}
+
 static int parent(void)
 {
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
         printf("test_cpu_cache_numa: skipped: one CPU\n");
         return 77;
     }
-    char root[] = "/tmp/dpm_numa_XXXXXX";
-    if (mkdtemp(root) == NULL)
-        return 1;
-    char path[256];
-    const char *dirs[] = {"/devices", "/devices/system", "/devices/system/node", "/devices/system/node/node0",
-                          "/devices/system/node/node1"};
-    for (int i = 0; i < 5; i++) {
-        snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
-        mkdir(path, 0700);
-    }
-    snprintf(path, sizeof(path), "%s/devices/system/node/online", root);
-    write_file(path, "0-1\n");
-    snprintf(path, sizeof(path), "%s/devices/system/node/node0/cpulist", root);
-    write_file(path, "0\n");
-    snprintf(path, sizeof(path), "%s/devices/system/node/node1/cpulist", root);
-    write_file(path, "1\n");
     int rc = 0;
     const char *confs[] = {"numa:false", "numa:true"};
-    for (int i = 0; i < 2; i++) {
-        int r = run_child(root, confs[i]);
-        printf("test_cpu_cache_numa %s: exit %d\n", confs[i], r);
-        if (r != 0)
-            rc = rc == 0 || rc == 77 ? r : rc;
+    for (unsigned nnodes = 2; nnodes <= 4; nnodes += 2) {
+        char root[] = "/tmp/dpm_numa_XXXXXX";
+        if (!make_tree(root, nnodes))
+            return 1;
+        for (int i = 0; i < 2; i++) {
+            int r = run_child(root, confs[i]);
+            printf("test_cpu_cache_numa, %u nodes, %s: exit %d\n", nnodes, confs[i], r);
+            if (r != 0)
+                rc = rc == 0 || rc == 77 ? r : rc;
+        }
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        if (system(cmd) != 0)
+            return 1;
     }
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    if (system(cmd) != 0)
-        return 1;
     return rc;
 }
 
@@ -404,7 +455,7 @@ int main(void)
         printf("test_cpu_cache_numa: skipped: the process runs on thread caches\n");
         return 77;
     }
-    EXPECT_EQ_U(numa_nnodes(), 2);
+    EXPECT_TRUE(numa_nnodes() == 2 || numa_nnodes() == 4, "%u nodes", numa_nnodes());
     EXPECT_EQ_U(numa_cpu_node(0), 0);
     EXPECT_EQ_U(numa_cpu_node(1), 1);
     test_local();
@@ -413,6 +464,8 @@ int main(void)
     test_fork();
     test_stats_and_drain();
     test_double_free();
+    if (numa_nnodes() == 4)
+        test_four_nodes();
     check_whole("at the end");
     return unit_finish(numa_on ? "test_cpu_cache_numa numa:true" : "test_cpu_cache_numa numa:false");
 }
