@@ -1067,12 +1067,15 @@ static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socke
  * node's table has an unlocked entry only for a CPU of that node, which
  * is online and has its arena, so a pop that succeeds needs none of the
  * checks (a size past the small classes, a node without tags or not
- * online, an alignment above the quantum all take socket_alloc_slow). */
+ * online, an alignment above the quantum or not a power of two all take
+ * socket_alloc_slow). */
 static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
 {
     size_t off;
     void *slot;
-    if (likely(tls_thread.cpu_table == cpu_cache_table) && align <= QUANTUM && small_bin_offset(size, &off)) {
+    /* align 0 (the default) or a power of two up to the quantum */
+    if (likely(tls_thread.cpu_table == cpu_cache_table) && align <= QUANTUM && (align & (align - 1)) == 0 &&
+        small_bin_offset(size, &off)) {
         unsigned node = socket == DPM_SOCKET_ID_ANY ? numa_cpu_node(rseq_cpu_now()) : (unsigned)socket;
         if (node < TC_NODE_GROUPS && cpu_cache_pop(cpu_cache_node_tables[node], off, &slot))
             return socket_handout(slot, size, zero);

@@ -25,6 +25,7 @@
 #include "dpmalloc.h"
 #include "unit.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -83,6 +84,12 @@ static void test_local(void)
             dpm_free(p);
             EXPECT_TRUE(cpu_caches_hold(p, span_of(p)->tcache_class), "node %u, %zu bytes: a freed block is not cached",
                         node, sizes[i]);
+            /* with a block cached, bad arguments still fail */
+            errno = 0;
+            EXPECT_TRUE(dpm_malloc_socket(sizes[i], 3, (int)node) == NULL && errno == EINVAL,
+                        "alignment 3 on node %u: errno %d", node, errno);
+            errno = 0;
+            EXPECT_TRUE(dpm_malloc_socket(sizes[i], 0, -2) == NULL && errno == EINVAL, "socket -2: errno %d", errno);
             void *q = dpm_malloc_socket(sizes[i], 0, (int)node);
             EXPECT_TRUE(q == p, "node %u, %zu bytes: the cached block did not come back (%p, then %p)", node,
                         sizes[i], p, q);
