@@ -89,14 +89,48 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
     return p;
 }
 
+/* Whether the CPU caches take blocks of tcache_class k: the cached
+ * classes of the automatic arenas, and of node arenas with node tags
+ * (which tag only their cached classes so). */
+static bool cpu_takes(unsigned k) { return k < g.tcache_nclasses || tc_class_is_node(k); }
+
+/* numa:true: the node of the CPU the calling thread runs on, whose table
+ * its pops use from now on (cpu_cache_node_tables; the all-locked table
+ * for a node without tags, whose blocks take the path below). */
+static unsigned numa_pick_pop_table(void)
+{
+    unsigned node = numa_cpu_node(rseq_cpu_now());
+    tls_thread.pop_table = node < TC_NODE_GROUPS ? cpu_cache_node_tables[node] : cpu_cache_none_table;
+    return node;
+}
+
+/* A thread on the CPU caches found bin c (a cached class) of its CPU's
+ * cache empty or locked: a block of class c from the slow half, handed
+ * out, or NULL with errno ENOMEM. With numa:true, of the node of the CPU
+ * it runs on (not of the arena it took at its first allocation: a
+ * thread moved to another node's CPUs follows them); a node without
+ * tags (span.h) gives it from its arena, uncached. */
+static void *cpu_class_miss(unsigned c, size_t size)
+{
+    void *p;
+    if (!opt.numa) {
+        p = cpu_cache_alloc_miss(thread_arena(), c);
+    } else {
+        unsigned node = numa_pick_pop_table();
+        arena_t *a = numa_node_arena(node);
+        if (a != NULL && node >= TC_NODE_GROUPS)
+            return alloc_uncached(a, c, size, opt.zero);
+        p = a != NULL ? cpu_cache_alloc_miss(a, tc_node_class(node, c)) : NULL;
+    }
+    return p != NULL ? p : fail_nomem();
+}
+
 static void *alloc_slow_body(size_t size)
 {
     unsigned c = sc_of_size(size);
     tcache_t *tc = tcache_mine();
-    if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
-        void *p = cpu_cache_alloc_miss(thread_arena(), c);
-        return p != NULL ? p : fail_nomem();
-    }
+    if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table)
+        return cpu_class_miss(c, size);
     if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
         counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
@@ -186,7 +220,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     /* a block that holds the key may sit in some thread's cache, whether
      * or not this thread would cache it now */
     check_not_cached(p, s, call, "double free of");
-    if (s->tcache_class < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
+    if (cpu_takes(s->tcache_class) && tls_thread.cpu_table == cpu_cache_table) {
         *tc_key_word(p) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(p);
         cpu_cache_free_full(p, s->tcache_class);
@@ -301,14 +335,14 @@ void free_leaf_miss(void *p, const char *call)
 
 /* ---- the front ends ---------------------------------------------------- */
 
-bool block_is_cached(const void *p, unsigned bin)
+bool block_is_cached(const void *p, unsigned k)
 {
-    return tcache_holds_block(p, bin) || cpu_caches_hold(p, bin);
+    return tcache_holds_block(p, tc_class_of(k)) || cpu_caches_hold(p, k);
 }
 
-void confirm_not_cached(void *p, unsigned bin, const char *call, const char *what)
+void confirm_not_cached(void *p, unsigned k, const char *call, const char *what)
 {
-    if (block_is_cached(p, bin))
+    if (block_is_cached(p, k))
         dpm_misuse(call, p, what);
 }
 
@@ -321,6 +355,9 @@ void thread_front_pick(void)
     if (!cpu && tls_state == THREAD_CACHED)
         (void)tcache_ensure_slots(tcache_mine());
     tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
+    tls_thread.pop_table = tls_thread.cpu_table;
+    if (cpu && opt.numa)
+        (void)numa_pick_pop_table();
     /* what the thread freed may sit in any CPU's cache: a thread that
      * leaves them (its cache disabled or tuned) sees them emptied, as a
      * thread cache's flush would */
@@ -354,8 +391,7 @@ void *alloc_front_miss(size_t size)
     /* the thread's own large cache and stashes are trimmed by its events */
     if (tls_state == THREAD_CACHED)
         tcache_event(tcache_mine());
-    void *p = cpu_cache_alloc_miss(thread_arena(), c);
-    return p != NULL ? p : fail_nomem();
+    return cpu_class_miss(c, size);
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
@@ -374,8 +410,8 @@ void free_front_miss(void *p, uintptr_t e, const char *call)
         free_slow(p, radix_entry_span(e), call);
         return;
     }
-    /* an automatic arena's cached class: the checks passed in free_fast */
-    if (tag != 0 && tag - 1 < g.tcache_nclasses) {
+    /* a class the CPU caches take: the checks passed in free_fast */
+    if (tag != 0 && cpu_takes((unsigned)tag - 1)) {
         int *err = &errno, saved = *err;   /* free keeps errno (free_slow) */
         if (unlikely(__atomic_load_n(&background_idle, __ATOMIC_RELAXED)))
             background_wake();
@@ -602,20 +638,20 @@ void *realloc_impl(void *p, size_t size, const char *call)
 
 /* A block of cached class c from the calling thread's CPU cache (a
  * thread on the CPU caches), handed out; NULL without memory. */
-static void *cpu_front_alloc(unsigned c)
+static void *cpu_front_alloc(unsigned c, size_t size)
 {
     void *p;
-    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
+    if (cpu_cache_pop(tls_thread.pop_table, c * sizeof(cpu_bin_t), &p))
         return cpu_handout(p);
-    return cpu_cache_alloc_miss(thread_arena(), c);
+    return cpu_class_miss(c, size);
 }
 
 static void *aligned_small(unsigned c, size_t size, bool zero)
 {
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
-        void *q = cpu_front_alloc(c);
+        void *q = cpu_front_alloc(c, size);
         if (q == NULL)
-            return fail_nomem();
+            return NULL;
         DPM_ANN_OPEN(q, size);
         if (zero)
             memset(q, 0, size);
@@ -969,18 +1005,79 @@ static arena_t *socket_arena(int socket)
     return a;
 }
 
-/* An annotated block (DPM_ANN_ALLOC), as arena_block's. */
-static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
+/* A small block of the node's bin of the calling thread's CPU cache, as
+ * the pop of socket_alloc gives it. */
+static void *socket_handout(void *slot, size_t size, bool zero)
+{
+    void *p = cpu_handout(slot);
+    DPM_ANN_OPEN(p, size);
+    if (zero)
+        memset(p, 0, size);
+    DPM_ANN_ALLOC(p, size, zero);
+    return p;
+}
+
+/* socket_alloc past the pop: every check, and the miss. A thread on the
+ * CPU caches takes a small block of a node with tags (span.h) from the
+ * node's bin of the cache of the CPU it runs on, which has slots only if
+ * that CPU is on the node; from another node's CPU the miss path serves
+ * it from the node's transfer cache or arena. Either way the block is
+ * the node's. */
+static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socket, bool zero)
 {
     if (!arena_call_ok(size, &align))
         return NULL;
     arena_t *a = socket_arena(socket);
     if (a == NULL)
         return NULL;
-    /* the node's own threads go through their caches */
-    if (tls_arena == a)
+    if (tls_state == THREAD_NEW)
+        (void)thread_cache_make();
+    bool on_cpu_caches = tls_thread.cpu_table == cpu_cache_table;
+    unsigned node = (unsigned)a->node;
+    if (on_cpu_caches && node < TC_NODE_GROUPS && align <= SMALL_MAX) {
+        size_t bytes = size == 0 ? 1 : size;
+        /* arena_block's class: its slabs serve the alignment */
+        unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
+        if (c < g.tcache_nclasses) {
+            void *slot;
+            if (cpu_cache_pop(cpu_cache_node_tables[node], c * sizeof(cpu_bin_t), &slot))
+                return socket_handout(slot, size, zero);
+            void *p = cpu_cache_alloc_miss(a, tc_node_class(node, c));
+            if (p == NULL)
+                return fail_nomem();
+            DPM_ANN_OPEN(p, size);
+            if (zero)
+                memset(p, 0, size);
+            DPM_ANN_ALLOC(p, size, zero);
+            return p;
+        }
+    }
+    /* a thread on its own cache, bound to the node's arena, takes the
+     * block there; on the CPU caches a thread's arena says nothing of
+     * the node of the CPU it runs on now */
+    if (!on_cpu_caches && tls_arena == a)
         return annotated_aligned(size, align, zero);
     return arena_block(a, size, align, zero, false, 0);
+}
+
+/* An annotated block (DPM_ANN_ALLOC), as arena_block's. The pop first: a
+ * node's table has an unlocked entry only for a CPU of that node, which
+ * is online and has its arena, so a pop that succeeds needs none of the
+ * checks (a size past the small classes, a node without tags or not
+ * online, an alignment above the quantum or not a power of two all take
+ * socket_alloc_slow). */
+static void *socket_alloc(size_t size, size_t align, int socket, bool zero)
+{
+    size_t off;
+    void *slot;
+    /* align 0 (the default) or a power of two up to the quantum */
+    if (likely(tls_thread.cpu_table == cpu_cache_table) && align <= QUANTUM && (align & (align - 1)) == 0 &&
+        small_bin_offset(size, &off)) {
+        unsigned node = socket == DPM_SOCKET_ID_ANY ? numa_cpu_node(rseq_cpu_now()) : (unsigned)socket;
+        if (node < TC_NODE_GROUPS && cpu_cache_pop(cpu_cache_node_tables[node], off, &slot))
+            return socket_handout(slot, size, zero);
+    }
+    return socket_alloc_slow(size, align, socket, zero);
 }
 
 DPM_EXPORT void *dpm_malloc_socket(size_t size, size_t align, int socket)

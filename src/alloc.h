@@ -110,19 +110,19 @@ DPM_INLINE void *thread_alloc_fast(size_t size)
     return alloc_at_low_water(size, b);
 }
 
-/* Whether p sits in bin `bin` of a thread cache, a CPU cache or a
- * transfer cache (the free key's lookup; see tcache.h). */
-bool block_is_cached(const void *p, unsigned bin);
+/* Whether p, a block of tcache_class k (not TC_NONE), sits in a thread
+ * cache's bin of its class, or a CPU cache's or transfer cache's bin of
+ * k (the free key's lookup; see tcache.h). */
+bool block_is_cached(const void *p, unsigned k);
 /* The check every free and realloc of a block of span s makes before it
  * touches it: a block that holds the free key and may sit in a cache (its
- * class has a bin; a manual arena's tag names the class's bin plus
- * TC_MANUAL_BASE) is looked up there first; found, the call aborts with
- * "<call>(): <what> <p>". */
-void confirm_not_cached(void *p, unsigned bin, const char *call, const char *what) DPM_NOINLINE;
+ * tcache_class is not TC_NONE) is looked up there first; found, the call
+ * aborts with "<call>(): <what> <p>". */
+void confirm_not_cached(void *p, unsigned k, const char *call, const char *what) DPM_NOINLINE;
 DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, const char *what)
 {
     if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
-        confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, what);
+        confirm_not_cached(p, s->tcache_class, call, what);
 }
 
 /* The block of a slot a CPU cache's pop returned, handed out: the free
@@ -149,7 +149,7 @@ DPM_INLINE void *alloc_fast(size_t size)
     if (!small_bin_offset(size, &off))
         return alloc_slow(size);   /* large: the thread's large cache or the arena */
     void *p;
-    if (likely(cpu_cache_pop(tls_thread.cpu_table, off, &p)))
+    if (likely(cpu_cache_pop(tls_thread.pop_table, off, &p)))
         return cpu_handout(p);
     return alloc_front_miss(size);
 }

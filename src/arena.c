@@ -48,18 +48,23 @@ static void orphan_take(arena_t *a)
         orphan_claim(a);
 }
 
-/* bin_tags[manual][c]; only meaningful once bin_tags_set. */
-static uint8_t bin_tags[2][NSMALL];
+/* bin_tags[set][c] (arena_set_bin_tags); only meaningful once bin_tags_set. */
+static uint8_t bin_tags[ARENA_TAG_SETS][NSMALL];
 static bool bin_tags_set;
 
-void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL])
+void arena_set_bin_tags(const uint8_t tags[ARENA_TAG_SETS][NSMALL])
 {
-    memcpy(bin_tags[0], automatic, NSMALL);
-    memcpy(bin_tags[1], manual, NSMALL);
+    memcpy(bin_tags, tags, sizeof(bin_tags));
     bin_tags_set = true;
 }
 
-static uint8_t bin_tag(const arena_t *a, unsigned c) { return bin_tags_set ? bin_tags[a->manual][c] : TC_NONE; }
+static uint8_t bin_tag(const arena_t *a, unsigned c)
+{
+    if (!bin_tags_set)
+        return TC_NONE;
+    unsigned set = a->node >= 0 && a->node < TC_NODE_GROUPS ? 2 + (unsigned)a->node : a->manual;
+    return bin_tags[set][c];
+}
 
 static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE); }
 

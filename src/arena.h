@@ -102,10 +102,13 @@ extern unsigned narenas_total;   /* arenas created so far */
 extern unsigned narenas_auto;    /* arenas threads are assigned to (arena_choose) */
 
 /* The tcache_class (page-map tag, span.h) that the blocks of each small
- * class carry in automatic and in manual arenas, told once at init by the
- * room above (the thread cache, which alone knows what the tags mean);
- * TC_NONE for every class until then. Bins made afterwards use them. */
-void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NSMALL]);
+ * class carry: tags[0] in automatic arenas, tags[1] in manual ones,
+ * tags[2 + k] in node k's arena (k < TC_NODE_GROUPS; other node arenas
+ * take tags[1]). Told once at init by the room above (the thread cache,
+ * which alone knows what the tags mean); TC_NONE for every class until
+ * then. Bins made afterwards use them. */
+#define ARENA_TAG_SETS (2 + TC_NODE_GROUPS)
+void arena_set_bin_tags(const uint8_t tags[ARENA_TAG_SETS][NSMALL]);
 /* The arena with this index, created on first use; NULL on OOM. */
 arena_t *arena_get(unsigned index);
 /* The automatic arena for a new thread: the one with the fewest threads

@@ -7,6 +7,7 @@
 #include "base.h"
 #include "conf.h"
 #include "global.h"
+#include "numa.h"
 #include "os.h"
 #include "transfer.h"
 #include "tcache.h"
@@ -21,7 +22,16 @@
 cpu_cache_t cpu_cache_locked;
 cpu_cache_t *cpu_cache_table[CPU_SLOTS_MAX] = {[0 ... CPU_SLOTS_MAX - 1] = &cpu_cache_locked};
 cpu_cache_t *const cpu_cache_none_table[CPU_SLOTS_MAX] = {[0 ... CPU_SLOTS_MAX - 1] = &cpu_cache_locked};
+cpu_cache_t *cpu_cache_node_tables[TC_NODE_GROUPS][CPU_SLOTS_MAX] = {
+    [0 ... TC_NODE_GROUPS - 1] = {[0 ... CPU_SLOTS_MAX - 1] = &cpu_cache_locked}};
 bool cpu_caches_on;
+
+/* CPU n's entry in its node's table (cpu_cache_node_tables), or
+ * &no_node_entry for a CPU whose node has no tags: the lock sequence
+ * stores &cpu_cache_locked through it either way, and nothing reads
+ * no_node_entry. Set at init. */
+static cpu_cache_t *no_node_entry;
+static cpu_cache_t **node_entry[CPU_SLOTS_MAX];
 
 /* The caches made so far, by CPU (never freed: a CPU may come back). */
 static cpu_cache_t *caches[CPU_SLOTS_MAX];
@@ -31,6 +41,38 @@ static unsigned class_cap[NSMALL];
 static size_t slots_per_cache;
 /* CPU numbers below it exist (possible CPUs); caches are made for them only. */
 static unsigned possible_cpus;
+
+/* The node of CPU cpu if it has node tags, else CPU_NO_NODE. */
+static unsigned node_of_cpu(unsigned cpu)
+{
+    unsigned node = numa_cpu_node(cpu);
+    return node < TC_NODE_GROUPS ? node : CPU_NO_NODE;
+}
+
+/* The bins a cache may give slots to: i < NSMALL is class i of the
+ * automatic arenas, NSMALL + c class c of the cache's node. Their
+ * tcache_class, or TC_NONE for a bin without slots. */
+#define CPU_BIN_KINDS (2 * NSMALL)
+static unsigned bin_kind(const cpu_cache_t *cc, unsigned i)
+{
+    unsigned c = i % NSMALL;
+    if (class_cap[c] == 0)
+        return TC_NONE;
+    if (i < NSMALL)
+        return c;
+    return cc->node != CPU_NO_NODE ? tc_node_class(cc->node, c) : TC_NONE;
+}
+
+/* The size class of cached tcache_class k, and its transfer stack. */
+static unsigned class_of_kind(unsigned k) { return k < NSMALL ? k : tc_node_size_class(k); }
+static unsigned stack_of_kind(unsigned k) { return k < NSMALL ? k : NSMALL + (k - TC_NODE_BASE); }
+
+/* A cache's entry in its node's table: the cache moved down so that
+ * tags[1] + class * 32 is the node's bin of the class. */
+static cpu_cache_t *node_view(cpu_cache_t *cc)
+{
+    return (cpu_cache_t *)((char *)cc + (size_t)tc_node_class(cc->node, 0) * sizeof(cpu_bin_t));
+}
 
 /* Which CPUs' caches this thread holds locked, or may be about to, in any
  * of its frames: a signal handler that drains or forks must not wait for
@@ -55,9 +97,12 @@ static void held_clear(unsigned cpu) { held_bits[cpu / 64] &= ~((uint64_t)1 << (
 
 /* ---- bounds -------------------------------------------------------------- */
 
-/* A CPU's cache holds at most opt.percpu_bytes of small blocks: each of
- * the cached classes gets an equal share, in whole blocks (at least one,
- * at most CPU_BATCH_MAX); cpu_cache_bound() is the exact sum. */
+/* A CPU's cache holds at most opt.percpu_bytes of small blocks of the
+ * automatic arenas: each of the cached classes gets an equal share, in
+ * whole blocks (at least one, at most CPU_BATCH_MAX). Its node's bins,
+ * where its node has tags, get as many slots again: at most
+ * opt.percpu_bytes of the node arena's blocks. cpu_cache_bound() is the
+ * exact sum for a cache with both. */
 static void size_classes(void)
 {
     size_t share = g.tcache_nclasses != 0 ? opt.percpu_bytes / g.tcache_nclasses : 0;
@@ -71,12 +116,15 @@ static void size_classes(void)
     }
 }
 
+/* Whether some CPU's node has tags: caches with node bins exist. */
+static bool any_node_bins;
+
 size_t cpu_cache_bound(void)
 {
     size_t bytes = 0;
     for (unsigned c = 0; c < NSMALL; c++)
         bytes += (size_t)class_cap[c] * sc_size(c);
-    return bytes;
+    return any_node_bins ? 2 * bytes : bytes;
 }
 
 bool cpu_caches_init(void)
@@ -89,11 +137,23 @@ bool cpu_caches_init(void)
     if (!opt.percpu || g.tcache_nclasses == 0 || possible_cpus > CPU_SLOTS_MAX || !rseq_init())
         return false;
     size_classes();
-    /* the transfer caches hold as much as half the CPUs' caches */
+    any_node_bins = false;
+    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
+        unsigned node = cpu < possible_cpus ? node_of_cpu(cpu) : CPU_NO_NODE;
+        node_entry[cpu] = node != CPU_NO_NODE ? &cpu_cache_node_tables[node][cpu] : &no_node_entry;
+        any_node_bins |= node != CPU_NO_NODE;
+    }
+    /* the transfer caches hold as much as half the CPUs' caches: all
+     * CPUs' for the automatic arenas, the node's CPUs' for a node's */
     unsigned share = possible_cpus > 2 ? possible_cpus / 2 : 1;
-    unsigned caps[NSMALL];
-    for (unsigned c = 0; c < NSMALL; c++)
-        caps[c] = class_cap[c] * share;
+    unsigned caps[TRANSFER_NSTACKS];
+    for (unsigned j = 0; j < TRANSFER_NSTACKS; j++) {
+        unsigned c = transfer_stack_class(j), node = j / NSMALL - 1;
+        unsigned node_share = j >= NSMALL && numa_node_online(node) ? numa_node_ncpus(node) / 2 : 0;
+        caps[j] = class_cap[c] * (j < NSMALL ? share : node_share > 1 ? node_share : 1);
+        if (j >= NSMALL && !numa_node_online(node))
+            caps[j] = 0;
+    }
     if (!transfer_init(caps))
         return false;
     cpu_caches_on = true;
@@ -102,25 +162,36 @@ bool cpu_caches_init(void)
 
 /* ---- making and locking -------------------------------------------------- */
 
+/* A cache's bytes with its slots: the node's bins double them. */
+static size_t cache_bytes(unsigned node)
+{
+    return sizeof(cpu_cache_t) + (node != CPU_NO_NODE ? 2 : 1) * slots_per_cache * sizeof(void *);
+}
+
 static cpu_cache_t *make_cache(unsigned cpu)
 {
     mutex_lock(&make_lock);
     cpu_cache_t *cc = caches[cpu];
     if (cc == NULL) {
-        cc = base_alloc(sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *), CACHELINE);
+        unsigned node = node_of_cpu(cpu);
+        cc = base_alloc(cache_bytes(node), CACHELINE);
         if (cc != NULL) {
             cc->cpu = cpu;
+            cc->node = node;
             void **next = (void **)(cc + 1);
-            for (unsigned c = 0; c < NSMALL; c++) {
-                if (class_cap[c] == 0)
+            for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
+                unsigned k = bin_kind(cc, i);
+                if (k == TC_NONE)
                     continue;
-                cpu_bin_t *b = &cc->tags[c + 1];
+                cpu_bin_t *b = &cc->tags[k + 1];
                 b->low = next;
-                b->top = b->head = next + class_cap[c];
-                b->cap = class_cap[c];
-                next += class_cap[c];
+                b->top = b->head = next + class_cap[i % NSMALL];
+                b->cap = class_cap[i % NSMALL];
+                next += class_cap[i % NSMALL];
             }
             __atomic_store_n(&caches[cpu], cc, __ATOMIC_RELEASE);
+            if (node != CPU_NO_NODE)
+                __atomic_store_n(node_entry[cpu], node_view(cc), __ATOMIC_RELEASE);
             __atomic_store_n(&cpu_cache_table[cpu], cc, __ATOMIC_RELEASE);
         }
     }
@@ -146,13 +217,15 @@ static cpu_cache_t *lock_here(unsigned *cpu)
                  "movq (%[table], %[n], 8), %%rax\n\t"
                  "cmpq %[locked], %%rax\n\t"
                  "je %l[busy]\n\t"
+                 "movq (%[nentry], %[n], 8), %%rdx\n\t"                /* the node's entry first */
+                 "movq %[locked], (%%rdx)\n\t"
                  "lock cmpxchgq %[locked], (%[table], %[n], 8)\n\t"   /* commit */
                  "2:\n\t"
                  "jne %l[busy]\n\t"
                  : "=&a"(cc), [n] "=&r"(n)
                  : [roff] "r"(__rseq_offset), [table] "r"(cpu_cache_table), [locked] "r"(&cpu_cache_locked),
-                   [claim] "r"(&claiming)
-                 : "memory", "cc"
+                   [claim] "r"(&claiming), [nentry] "r"(node_entry)
+                 : "rdx", "memory", "cc"
                  : busy);
     *cpu = (unsigned)n;
     held_set((unsigned)n);
@@ -171,8 +244,8 @@ static long futex(uint32_t *word, int op, uint32_t val)
     return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
 }
 
-/* Locks CPU cpu's cache from any CPU: the swap, then the fence that
- * restarts a sequence begun on that CPU before it. wait: until its
+/* Locks CPU cpu's cache from any CPU: the swap, the node's entry, then
+ * the fence that restarts a sequence begun on that CPU before them. wait: until its
  * holder lets go, asleep (a SCHED_FIFO waiter must let a holder of lower
  * priority run); otherwise NULL if it is held. NULL, too, for a cache
  * this thread holds or claims in an interrupted frame. */
@@ -204,6 +277,7 @@ static cpu_cache_t *lock_remote(unsigned cpu, bool wait)
         if (generation == fork_generation)
             __atomic_fetch_sub(&cc->waiters, 1, __ATOMIC_SEQ_CST);
     }
+    __atomic_store_n(node_entry[cpu], &cpu_cache_locked, __ATOMIC_SEQ_CST);
     rseq_fence((int)cpu);
     return cc;
 }
@@ -213,6 +287,9 @@ static cpu_cache_t *lock_remote(unsigned cpu, bool wait)
 static void unlock(cpu_cache_t *cc)
 {
     if (__atomic_load_n(&caches[cc->cpu], __ATOMIC_ACQUIRE) == cc) {
+        /* the node's entry first: the plain entry unlocked means unlocked */
+        if (cc->node != CPU_NO_NODE)
+            __atomic_store_n(node_entry[cc->cpu], node_view(cc), __ATOMIC_SEQ_CST);
         __atomic_store_n(&cpu_cache_table[cc->cpu], cc, __ATOMIC_SEQ_CST);
         __atomic_fetch_add(&cc->releases, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&cc->waiters, __ATOMIC_SEQ_CST) != 0)
@@ -235,11 +312,11 @@ static cpu_cache_t *lock_here_made(void)
 
 /* ---- refill and spill ---------------------------------------------------- */
 
-/* Blocks of class c that found no room in a CPU cache: to the transfer
- * cache, the rest home. No lock held. */
-static void spill(unsigned c, void **objs, unsigned n)
+/* Blocks of tcache_class k that found no room in a CPU cache: to the
+ * transfer cache, the rest home. No lock held. */
+static void spill(unsigned k, void **objs, unsigned n)
 {
-    unsigned kept = transfer_put(c, objs, n);
+    unsigned kept = transfer_put(stack_of_kind(k), objs, n);
     if (kept < n)
         arena_bin_flush(objs + kept, n - kept);
 }
@@ -255,25 +332,31 @@ static void *handout(void *slot)
     return p;
 }
 
-void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
+void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
 {
+    unsigned c = class_of_kind(k);
     cpu_cache_t *cc = lock_here_made();
     unsigned want = 1;
+    bool slotless = false;
     if (cc != NULL) {
         __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-        cpu_bin_t *b = &cc->tags[c + 1];
+        cpu_bin_t *b = &cc->tags[k + 1];
         if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
             void *slot = *b->head++;
             unlock(cc);
             return handout(slot);
         }
-        want = b->cap / 2 + 1;
+        /* another node's CPU: no slots for k, whose blocks pass through
+         * the transfer cache one at a time and come from the arena in
+         * batches like a CPU's */
+        slotless = b->cap == 0;
+        want = (slotless ? class_cap[c] : b->cap) / 2 + 1;
         unlock(cc);
     }
     /* no lock while the arena fills: a page source's callback may run */
     void *batch[CPU_BATCH_MAX / 2 + 1];
     uint8_t keyed[CPU_BATCH_MAX / 2 + 1];
-    unsigned got = transfer_take(c, batch, want);
+    unsigned got = transfer_take(stack_of_kind(k), batch, slotless ? 1 : want);
     if (got != 0)
         memset(keyed, 1, got);   /* freed blocks: keyed */
     else if (a != NULL)
@@ -284,7 +367,7 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
         unsigned pushed = 0;
         cc = lock_here_made();   /* maybe another CPU's by now */
         if (cc != NULL) {
-            cpu_bin_t *b = &cc->tags[c + 1];
+            cpu_bin_t *b = &cc->tags[k + 1];
             unsigned room = (unsigned)(b->head - b->low);
             pushed = got - 1 < room ? got - 1 : room;
             /* batch[1] on top: the lowest addresses go out first */
@@ -293,12 +376,12 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
             unlock(cc);
         }
         if (pushed < got - 1)
-            spill(c, batch + 1 + pushed, got - 1 - pushed);
+            spill(k, batch + 1 + pushed, got - 1 - pushed);
     }
     return handout((void *)((uintptr_t)batch[0] | (keyed[0] ? 0 : CPU_FRESH)));
 }
 
-void cpu_cache_free_full(void *p, unsigned c)
+void cpu_cache_free_full(void *p, unsigned k)
 {
     cpu_cache_t *cc = lock_here_made();
     if (cc == NULL) {
@@ -306,10 +389,15 @@ void cpu_cache_free_full(void *p, unsigned c)
         return;
     }
     __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-    cpu_bin_t *b = &cc->tags[c + 1];
+    cpu_bin_t *b = &cc->tags[k + 1];
     if (b->head != b->low) {
         *--b->head = p;
         unlock(cc);
+        return;
+    }
+    if (b->cap == 0) {   /* another node's block: its transfer cache or home */
+        unlock(cc);
+        spill(k, &p, 1);
         return;
     }
     /* full: the older half (next to top) leaves, the rest slides up */
@@ -321,7 +409,7 @@ void cpu_cache_free_full(void *p, unsigned c)
     b->head += n;
     *--b->head = p;
     unlock(cc);
-    spill(c, batch, n);
+    spill(k, batch, n);
 }
 
 /* ---- drain --------------------------------------------------------------- */
@@ -332,21 +420,27 @@ void cpu_cache_free_full(void *p, unsigned c)
  * returns how many, adding their bytes to *bytes. */
 static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
 {
-    unsigned k = 0;
-    for (unsigned c = 0; c < NSMALL && k < DRAIN_CHUNK; c++) {
-        cpu_bin_t *b = &cc->tags[c + 1];
-        while (b->head != b->top && k < DRAIN_CHUNK) {
-            out[k++] = cpu_slot_block(*b->head++);
-            *bytes += sc_size(c);
+    unsigned n = 0;
+    for (unsigned i = 0; i < CPU_BIN_KINDS && n < DRAIN_CHUNK; i++) {
+        unsigned k = bin_kind(cc, i);
+        if (k == TC_NONE)
+            continue;
+        cpu_bin_t *b = &cc->tags[k + 1];
+        while (b->head != b->top && n < DRAIN_CHUNK) {
+            out[n++] = cpu_slot_block(*b->head++);
+            *bytes += sc_size(i % NSMALL);
         }
     }
-    return k;
+    return n;
 }
 
 static bool cache_empty(const cpu_cache_t *cc)
 {
-    for (unsigned c = 0; c < NSMALL; c++) {
-        const cpu_bin_t *b = &cc->tags[c + 1];
+    for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
+        unsigned k = bin_kind(cc, i);
+        if (k == TC_NONE)
+            continue;
+        const cpu_bin_t *b = &cc->tags[k + 1];
         if (__atomic_load_n(&b->head, __ATOMIC_RELAXED) != b->top)
             return false;
     }
@@ -400,9 +494,12 @@ size_t cpu_caches_bytes(void)
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        for (unsigned c = 0; c < NSMALL; c++) {
-            const cpu_bin_t *b = &cc->tags[c + 1];
-            bytes += (size_t)(b->top - __atomic_load_n(&b->head, __ATOMIC_RELAXED)) * sc_size(c);
+        for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
+            unsigned k = bin_kind(cc, i);
+            if (k == TC_NONE)
+                continue;
+            const cpu_bin_t *b = &cc->tags[k + 1];
+            bytes += (size_t)(b->top - __atomic_load_n(&b->head, __ATOMIC_RELAXED)) * sc_size(i % NSMALL);
         }
     }
     return bytes;
@@ -416,8 +513,11 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        for (unsigned c = 0; c < NSMALL; c++) {
-            const cpu_bin_t *b = &cc->tags[c + 1];
+        for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
+            unsigned k = bin_kind(cc, i);
+            if (k == TC_NONE)
+                continue;
+            const cpu_bin_t *b = &cc->tags[k + 1];
             for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
                 fn(cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)), arg);
         }
@@ -444,25 +544,25 @@ void cpu_cache_prefault(void)
         if (cc == NULL)
             cc = make_cache(cpu);
         if (cc != NULL)
-            os_populate(cc, sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *));
+            os_populate(cc, cache_bytes(cc->node));
     }
     transfer_prefault();
 }
 
-bool cpu_caches_hold(const void *p, unsigned c)
+bool cpu_caches_hold(const void *p, unsigned k)
 {
-    if (!cpu_caches_on || c >= NSMALL)
+    if (!cpu_caches_on || (k >= NSMALL && !tc_class_is_node(k)))
         return false;
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        const cpu_bin_t *b = &cc->tags[c + 1];
+        const cpu_bin_t *b = &cc->tags[k + 1];   /* all NULL if it has no slots */
         for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
             if (cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)) == p)
                 return true;
     }
-    return transfer_holds(p, c);
+    return transfer_holds(p, stack_of_kind(k));
 }
 
 /* ---- invariants (unit tests) --------------------------------------------- */
@@ -483,10 +583,22 @@ const char *cpu_caches_check(void)
             return "a CPU's cache is left locked";
         if (cc->cpu != cpu)
             return "a cache names another CPU";
+        if (cc->node != node_of_cpu(cpu))
+            return "a cache names another node than its CPU's";
+        /* a restarted lock sequence may leave the node's entry locked
+         * (cpu_cache.h): either that or the cache's view */
+        for (unsigned k = 0; k < TC_NODE_GROUPS; k++) {
+            cpu_cache_t *e = __atomic_load_n(&cpu_cache_node_tables[k][cpu], __ATOMIC_ACQUIRE);
+            if (e != &cpu_cache_locked && (k != cc->node || e != node_view(cc)))
+                return "a node's table names a cache of another node's CPU";
+        }
         for (unsigned t = 0; t < CPU_NTAGS; t++) {
             const cpu_bin_t *b = &cc->tags[t];
-            unsigned c = t - 1;
-            bool has_slots = t >= 1 && c < NSMALL && class_cap[c] != 0;
+            unsigned k = t - 1, c = 0;
+            bool has_slots = false;
+            for (unsigned i = 0; i < CPU_BIN_KINDS && !has_slots; i++)
+                if (t >= 1 && bin_kind(cc, i) == k)
+                    has_slots = true, c = i % NSMALL;
             if (!has_slots) {
                 if (b->head != NULL || b->top != NULL || b->low != NULL)
                     return "a bin without slots is not all NULL (empty and full)";
@@ -499,8 +611,10 @@ const char *cpu_caches_check(void)
             for (void **at = b->head; at < b->top; at++) {
                 void *const *slot = &(void *){cpu_slot_block(*at)};
                 const span_t *s = span_of(*slot);
-                if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->arena->manual)
-                    return "a cached block is not a block of its class in an automatic arena";
+                if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->tcache_class != k)
+                    return "a cached block is not a block of its bin's class and tag";
+                if (k < NSMALL ? s->arena->manual : s->arena->node != (int)cc->node)
+                    return "a cached block is not of an automatic arena or its CPU's node";
                 if (!span_is_block_start(s, (uintptr_t)*slot))
                     return "a cached block is not a block start";
                 if (span_block_is_free(s, span_block_index(s, (uintptr_t)*slot)))

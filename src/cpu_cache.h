@@ -13,13 +13,21 @@
  * compare-and-swap (no other sequence can be half-done on that CPU);
  * any other thread locks it with a compare-and-swap and then a
  * membarrier fence aimed at that CPU, which restarts a sequence begun
- * before the swap. Whoever holds the lock may move the cache's blocks
+ * before the swap. A cache whose CPU's node has node tags (span.h) has a
+ * second entry, in its node's table, which pop sequences for that node
+ * index: the locker stores &cpu_cache_locked there too, before its
+ * commit (its own CPU) or before its fence (afar), and the unlock puts
+ * it back before the first entry. A lock_here sequence that restarts
+ * after that store leaves the second entry locked with no holder: the
+ * node's pops then fail until the next slow path on that CPU unlocks
+ * it, which costs time, never a block. Whoever holds the lock may move
+ * the cache's blocks
  * from any CPU; it holds it only to copy pointers, never across a call
  * into the arenas or user code. The free key and the checks of the free
  * fast path are the thread caches' (tcache.h).
  *
- * Owns: the CPU caches, their bounds and their drain. May call:
- * transfer, arena, bin, rseq.
+ * Owns: the CPU caches, their bounds and their drain, the node tables.
+ * May call: transfer, arena, bin, rseq, numa (the CPU -> node map).
  */
 #ifndef DPM_CPU_CACHE_H
 #define DPM_CPU_CACHE_H
@@ -30,10 +38,14 @@
 /* CPU numbers the table covers; a machine with more possible CPUs keeps
  * thread caches. */
 #define CPU_SLOTS_MAX 1024
-/* Bins addressed by page-map tag (0: none, t: class t - 1), as the
- * thread caches' (tcache.h): tags of blocks no CPU cache takes (large
- * blocks, manual arenas' classes, classes past tcache_max) name bins
- * without slots, always empty and full. */
+/* Bins addressed by page-map tag (0: none, t: tcache_class t - 1), as
+ * the thread caches' (tcache.h): a CPU's cache gives slots to the bins of
+ * the cached small classes of the automatic arenas, and to those of its
+ * own node's arena when that node has node tags (span.h). Every other
+ * tag (large blocks, manual arenas' classes, classes past tcache_max,
+ * other nodes' blocks) names a bin without slots, always empty and
+ * full: a free of another node's block takes the slow path, and a CPU
+ * never hands out another node's memory. */
 #define CPU_NTAGS 256
 #define CPU_BATCH_MAX 512
 
@@ -53,7 +65,8 @@ typedef struct cpu_cache {
     uint32_t events_seen; /* events at the last decay pass */
     uint32_t releases;    /* unlocks: the futex remote lockers sleep on */
     uint32_t waiters;     /* remote lockers asleep */
-    uint32_t pad[3];
+    uint32_t node;        /* its CPU's node if that node has tags (< TC_NODE_GROUPS), else CPU_NO_NODE */
+    uint32_t pad[2];
     cpu_bin_t tags[CPU_NTAGS];      /* tags[t]; tags[c + 1] is class c's */
 } CACHE_ALIGNED cpu_cache_t;
 
@@ -66,6 +79,12 @@ extern cpu_cache_t cpu_cache_locked;
 /* What the sequences index by CPU number: the CPU's cache, or
  * &cpu_cache_locked while it is locked or not made yet. */
 extern cpu_cache_t *cpu_cache_table[CPU_SLOTS_MAX];
+#define CPU_NO_NODE 0xffffffffu
+/* Node k's table, for pops of node k's blocks: entry n is CPU n's cache
+ * moved down by node k's first tag, so that the pop's class offset
+ * reaches node k's bin of that class (the same sequence as a plain pop);
+ * &cpu_cache_locked for a CPU of another node, or while locked. */
+extern cpu_cache_t *cpu_cache_node_tables[TC_NODE_GROUPS][CPU_SLOTS_MAX];
 /* The table of threads that use no CPU cache: every entry locked. */
 extern cpu_cache_t *const cpu_cache_none_table[CPU_SLOTS_MAX];
 /* Whether the process runs on CPU caches (chosen once at init). */
@@ -173,15 +192,19 @@ DPM_INLINE void *cpu_slot_block(const void *slot) { return (void *)((uintptr_t)s
 
 /* At init: whether CPU caches can run here (rseq_init) and are wanted. */
 bool cpu_caches_init(void);
-/* Bin c (< g.tcache_nclasses) of the calling thread's CPU was empty or
- * locked: a block of class c (refilling the CPU's bin from the transfer
- * cache or the arena a), handed out (no free key in it), or NULL with no
- * memory. */
-void *cpu_cache_alloc_miss(arena_t *a, unsigned c);
-/* Bin c of the calling thread's CPU was full or locked: keeps p (which
- * holds the free key) there, moving half the bin to the transfer cache,
- * or sends it home. */
-void cpu_cache_free_full(void *p, unsigned c);
+/* The bin of tcache_class k (a cached class c < g.tcache_nclasses of the
+ * automatic arenas, or tc_node_class(node, c) of node arena a) of the
+ * calling thread's CPU was empty or locked: a block of that kind
+ * (refilling the CPU's bin from the transfer cache or the arena a),
+ * handed out (no free key in it), or NULL with no memory. On a CPU of
+ * another node (no slots for k), one block of k's transfer cache or of
+ * a batch from a, the rest of which goes to the transfer cache. */
+void *cpu_cache_alloc_miss(arena_t *a, unsigned k);
+/* The bin of tcache_class k of the calling thread's CPU was full or
+ * locked: keeps p (which holds the free key) there, moving half the bin
+ * to the transfer cache, or gives it to the transfer cache (another
+ * node's block), or sends it home. */
+void cpu_cache_free_full(void *p, unsigned k);
 /* Sends every block of every CPU cache (idle_only: of caches that took
  * no slow path since the previous such call) home through the transfer
  * caches' drain; returns the bytes. Any thread; waits for busy caches
@@ -192,8 +215,9 @@ size_t cpu_caches_drain(bool idle_only);
 size_t cpu_caches_bytes(void);
 /* The per-CPU bound, in bytes, that the classes' capacities respect. */
 size_t cpu_cache_bound(void);
-/* Whether p sits in bin c of some CPU cache (the double-free lookup). */
-bool cpu_caches_hold(const void *p, unsigned c);
+/* Whether p sits in the bin of tcache_class k of some CPU cache or in
+ * its transfer cache (the double-free lookup). */
+bool cpu_caches_hold(const void *p, unsigned k);
 /* Calls fn on every block the CPU and transfer caches hold (stats: racy
  * for the CPU caches, whose slots may be read while they change: fn gets
  * addresses of blocks, possibly ones that left meanwhile). fn must not
@@ -204,7 +228,8 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
  * take no fault in them). */
 void cpu_cache_prefault(void);
 /* NULL if every CPU cache is whole (bounds, every block a live-in-slab
- * block start of its class, no entry left locked), else what is wrong.
+ * block start of its class of an automatic arena or, in a node bin, of
+ * the arena of the CPU's node; no entry left locked), else what is wrong.
  * Only while no thread allocates (unit tests). */
 const char *cpu_caches_check(void);
 void cpu_caches_prefork(void);

@@ -150,6 +150,8 @@ unsigned numa_current_node(void)
     return cpu >= 0 && cpu < NUMA_MAX_CPUS ? cpu_node[cpu] : 0;
 }
 
+unsigned numa_cpu_node(unsigned cpu) { return cpu < NUMA_MAX_CPUS ? cpu_node[cpu] : 0; }
+
 arena_t *numa_node_arena(unsigned n)
 {
     if (!numa_node_online(n))

@@ -30,6 +30,9 @@ unsigned numa_node_ncpus(unsigned n);
 /* The node of the CPU the caller runs on now (getcpu); the first online
  * node if unknown. */
 unsigned numa_current_node(void);
+/* The node of CPU cpu (the first online node for a CPU no node lists;
+ * 0 past NUMA_MAX_CPUS). */
+unsigned numa_cpu_node(unsigned cpu);
 /* The arena of node n, made on first use; NULL for a node that is not
  * online or when out of memory. */
 arena_t *numa_node_arena(unsigned n);

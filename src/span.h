@@ -31,6 +31,24 @@ enum span_kind { SPAN_FREE = 1, SPAN_SLAB = 2, SPAN_LARGE = 3 };
  * allocate, grow into or coalesce with it. */
 enum run_state { RUN_DIRTY = 0, RUN_MUZZY = 1, RUN_CLEAN = 2, RUN_RETAINED = 3, RUN_NSTATES = 4, RUN_BUSY = 5 };
 #define TC_NONE 255   /* tcache_class of spans whose blocks bypass thread caches */
+/* The tcache_class values of NUMA node arenas' blocks (page-map tags
+ * 136..240): node k < TC_NODE_GROUPS tags its class c blocks
+ * TC_NODE_BASE + k * NSMALL + c, so that a free finds the bin of the
+ * block's node in a CPU's cache by the tag alone (cpu_cache.h). Nodes
+ * from TC_NODE_GROUPS up keep the manual arenas' tags (tcache.h). The
+ * tcache_class ranges: 0..34 small classes, 35..71 thread caches' large
+ * classes, 72..99 and 240..254 aligned-at-offset blocks, 100..134 manual
+ * arenas, 135..239 node arenas, 255 TC_NONE. */
+#define TC_NODE_BASE 135
+#define TC_NODE_GROUPS 3
+#define TC_NODE_END (TC_NODE_BASE + TC_NODE_GROUPS * NSMALL)
+_Static_assert(TC_NODE_BASE >= 100 + NSMALL && TC_NODE_END <= 240 && TC_NODE_END < TC_NONE,
+               "node tags stay inside 135..239, past the manual arenas' 100..134, before 240..254");
+/* Whether tcache_class k is a node arena's, and which node and class. */
+DPM_INLINE bool tc_class_is_node(unsigned k) { return k - TC_NODE_BASE < TC_NODE_GROUPS * NSMALL; }
+DPM_INLINE unsigned tc_node_class(unsigned node, unsigned c) { return TC_NODE_BASE + node * NSMALL + c; }
+DPM_INLINE unsigned tc_node_of_class(unsigned k) { return (k - TC_NODE_BASE) / NSMALL; }
+DPM_INLINE unsigned tc_node_size_class(unsigned k) { return (k - TC_NODE_BASE) % NSMALL; }
 
 struct arena;
 struct bin;

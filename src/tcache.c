@@ -17,7 +17,8 @@
 #include <string.h>
 
 /* Not in .bss: its leaf_key must match no pointer (free_fast reads it). */
-__thread thread_hot_t tls_thread = {.leaf_key = TC_NO_LEAF, .tcache = &tcache_empty, .cpu_table = cpu_cache_none_table};
+__thread thread_hot_t tls_thread = {
+    .leaf_key = TC_NO_LEAF, .tcache = &tcache_empty, .cpu_table = cpu_cache_none_table, .pop_table = cpu_cache_none_table};
 __thread arena_t *tls_arena;
 __thread uint8_t tls_state;
 /* All bins zero: empty and full. */
@@ -249,13 +250,15 @@ __attribute__((constructor)) static void fill_lookup_before_main(void) { tcache_
 
 void tcache_init_bin_tags(void)
 {
-    uint8_t automatic[NSMALL], manual[NSMALL];
+    uint8_t tags[ARENA_TAG_SETS][NSMALL];
     for (unsigned c = 0; c < NSMALL; c++) {
         bool cached = c < g.tcache_nclasses;
-        automatic[c] = cached ? (uint8_t)c : TC_NONE;
-        manual[c] = cached ? (uint8_t)(c + TC_MANUAL_BASE) : TC_NONE;
+        tags[0][c] = cached ? (uint8_t)c : TC_NONE;
+        tags[1][c] = cached ? (uint8_t)(c + TC_MANUAL_BASE) : TC_NONE;
+        for (unsigned k = 0; k < TC_NODE_GROUPS; k++)
+            tags[2 + k][c] = cached ? (uint8_t)tc_node_class(k, c) : TC_NONE;
     }
-    arena_set_bin_tags(automatic, manual);
+    arena_set_bin_tags(tags);
 }
 
 /* ---- the free key ------------------------------------------------------ */

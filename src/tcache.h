@@ -36,6 +36,16 @@
 #define TC_MANUAL_BASE 100
 _Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
                "manual tags name bins that no class uses");
+_Static_assert(TC_MANUAL_BASE + NSMALL <= TC_NODE_BASE, "manual tags end before the node arenas' (span.h)");
+/* The size class (the thread cache's bin) of a cached block's
+ * tcache_class k: a plain class, a manual arena's, or a node arena's
+ * (span.h). */
+DPM_INLINE unsigned tc_class_of(unsigned k)
+{
+    if (k < TC_MANUAL_BASE)
+        return k;
+    return tc_class_is_node(k) ? tc_node_size_class(k) : k - TC_MANUAL_BASE;
+}
 #define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
 #define TC_GC_EVERY 64          /* slow-path events between trims */
 
@@ -263,7 +273,7 @@ DPM_INLINE unsigned tcache_bin_for(const tcache_t *tc, const span_t *s)
         return k;
     if (k == TC_NONE || s->arena != tc->arena)
         return TC_NONE;
-    return k - TC_MANUAL_BASE;
+    return tc_class_of(k);
 }
 
 enum thread_state { THREAD_NEW = 0, THREAD_CACHED = 1, THREAD_EXITING = 2, THREAD_NOCACHE = 3 };
@@ -296,6 +306,11 @@ typedef struct thread_hot {
      * cpu_cache_table, or the all-locked table while the thread uses
      * its own cache or none. */
     struct cpu_cache *const *cpu_table;
+    /* The table malloc's pop indexes: cpu_table, or with numa:true the
+     * table of the node of the CPU the thread last missed on
+     * (cpu_cache_node_tables): on another node's CPU its entry is
+     * locked, and the miss picks the new node's. */
+    struct cpu_cache *const *pop_table;
 } thread_hot_t;
 extern __thread thread_hot_t tls_thread;
 extern __thread uint8_t tls_state;   /* enum thread_state */

@@ -14,11 +14,11 @@ typedef struct transfer_class {
     uint32_t ops, ops_seen; /* puts and takes, and their count at the last idle drain */
 } CACHE_ALIGNED transfer_class_t;
 
-static transfer_class_t classes[NSMALL];
+static transfer_class_t classes[TRANSFER_NSTACKS];
 
-bool transfer_init(const unsigned caps[NSMALL])
+bool transfer_init(const unsigned caps[TRANSFER_NSTACKS])
 {
-    for (unsigned c = 0; c < NSMALL; c++) {
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++) {
         transfer_class_t *t = &classes[c];
         mutex_init(&t->lock);
         t->n = 0;
@@ -64,7 +64,7 @@ unsigned transfer_take(unsigned c, void **out, unsigned want)
 size_t transfer_drain(bool idle_only)
 {
     size_t bytes = 0;
-    for (unsigned c = 0; c < NSMALL; c++) {
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++) {
         transfer_class_t *t = &classes[c];
         if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0)
             continue;
@@ -83,7 +83,7 @@ size_t transfer_drain(bool idle_only)
             mutex_unlock_elidable(&t->lock, el);
             if (k == 0)
                 break;
-            bytes += (size_t)k * sc_size(c);
+            bytes += (size_t)k * sc_size(transfer_stack_class(c));
             arena_bin_flush(chunk, k);
         }
     }
@@ -93,22 +93,22 @@ size_t transfer_drain(bool idle_only)
 size_t transfer_bytes(void)
 {
     size_t bytes = 0;
-    for (unsigned c = 0; c < NSMALL; c++)
-        bytes += (size_t)__atomic_load_n(&classes[c].n, __ATOMIC_RELAXED) * sc_size(c);
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
+        bytes += (size_t)__atomic_load_n(&classes[c].n, __ATOMIC_RELAXED) * sc_size(transfer_stack_class(c));
     return bytes;
 }
 
 size_t transfer_bound(void)
 {
     size_t bytes = 0;
-    for (unsigned c = 0; c < NSMALL; c++)
-        bytes += (size_t)classes[c].cap * sc_size(c);
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
+        bytes += (size_t)classes[c].cap * sc_size(transfer_stack_class(c));
     return bytes;
 }
 
 bool transfer_holds(const void *p, unsigned c)
 {
-    if (c >= NSMALL)
+    if (c >= TRANSFER_NSTACKS)
         return false;
     transfer_class_t *t = &classes[c];
     bool found = false;
@@ -121,7 +121,7 @@ bool transfer_holds(const void *p, unsigned c)
 
 void transfer_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
 {
-    for (unsigned c = 0; c < NSMALL; c++) {
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++) {
         transfer_class_t *t = &classes[c];
         if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0)
             continue;
@@ -134,25 +134,25 @@ void transfer_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
 
 void transfer_prefault(void)
 {
-    for (unsigned c = 0; c < NSMALL; c++)
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
         if (classes[c].cap != 0)
             os_populate(classes[c].slots, classes[c].cap * sizeof(void *));
 }
 
 void transfer_prefork(void)
 {
-    for (unsigned c = 0; c < NSMALL; c++)
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
         mutex_lock(&classes[c].lock);
 }
 
 void transfer_postfork_parent(void)
 {
-    for (unsigned c = 0; c < NSMALL; c++)
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
         mutex_unlock(&classes[c].lock);
 }
 
 void transfer_postfork_child(void)
 {
-    for (unsigned c = 0; c < NSMALL; c++)
+    for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
         mutex_reinit(&classes[c].lock);
 }

@@ -1,6 +1,6 @@
 /*
- * transfer.h - transfer caches: per small size class, a bounded stack of
- * free blocks between the CPU caches and the slabs. A CPU cache that
+ * transfer.h - transfer caches: per small size class (and NUMA node), a
+ * bounded stack of free blocks between the CPU caches and the slabs. A CPU cache that
  * overflows hands half a bin over in one short locked copy; one that runs
  * dry takes a batch back the same way, so a producer/consumer pair moves
  * blocks between CPUs in batches and touches the slabs (and their bin
@@ -13,24 +13,31 @@
 
 #include "arena.h"
 
-/* At init: class c holds at most caps[c] blocks (0: none). False without
+/* The stacks, one per (arena kind, class): stack j < NSMALL holds class
+ * j of the automatic arenas, stack NSMALL + k * NSMALL + c class c of
+ * NUMA node k's arena (k < TC_NODE_GROUPS, span.h), so that blocks of
+ * one node never leave through another node's CPUs. */
+#define TRANSFER_NSTACKS (NSMALL * (1 + TC_NODE_GROUPS))
+DPM_INLINE unsigned transfer_stack_class(unsigned j) { return j % NSMALL; }
+
+/* At init: stack j holds at most caps[j] blocks (0: none). False without
  * memory for the stacks. */
-bool transfer_init(const unsigned caps[NSMALL]);
-/* Keeps up to n of objs (blocks of class c that hold the free key);
- * returns how many it took, the first ones. */
-unsigned transfer_put(unsigned c, void *const *objs, unsigned n);
-/* Up to want blocks of class c into out, most recently put first;
+bool transfer_init(const unsigned caps[TRANSFER_NSTACKS]);
+/* Keeps up to n of objs (blocks of stack j's kind that hold the free
+ * key); returns how many it took, the first ones. */
+unsigned transfer_put(unsigned j, void *const *objs, unsigned n);
+/* Up to want blocks of stack j into out, most recently put first;
  * returns how many. */
-unsigned transfer_take(unsigned c, void **out, unsigned want);
-/* Sends blocks home: every class's (idle_only: of classes nobody put to
+unsigned transfer_take(unsigned j, void **out, unsigned want);
+/* Sends blocks home: every stack's (idle_only: of stacks nobody put to
  * or took from since the previous such call). Returns the bytes. */
 size_t transfer_drain(bool idle_only);
 size_t transfer_bytes(void);
 /* The most bytes the transfer caches may hold together. */
 size_t transfer_bound(void);
-/* Whether p sits in class c's stack (the double-free lookup). */
-bool transfer_holds(const void *p, unsigned c);
-/* Calls fn on every block held, under each class's lock (fn must not
+/* Whether p sits in stack j (the double-free lookup). */
+bool transfer_holds(const void *p, unsigned j);
+/* Calls fn on every block held, under each stack's lock (fn must not
  * allocate). */
 void transfer_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
 /* Makes the stacks resident now (dpm_reserve). */

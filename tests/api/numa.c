@@ -10,7 +10,16 @@
  *                          DPMALLOC_CONF=numa:true: threads pinned to cpu
  *                          0 / 1 take the arenas of node 0 / 1; node 1 is
  *                          unknown to the kernel, so its pages stay unbound
- *                          with exactly one warning on stderr.
+ *                          with exactly one warning on stderr; a thread
+ *                          that took node 0's arena and then runs on cpu 1
+ *                          gets node 1's blocks, and leaves none of node 0's
+ *                          in cpu 1's cache for a thread pinned there.
+ *   test_numa cached <root> the same tree, numa:false: a node's small
+ *                          blocks freed on its CPU are cached there (stats)
+ *                          and come back; freed on the other node's CPU,
+ *                          that CPU never hands them out; a trim empties
+ *                          the caches; a double free of a cached node block
+ *                          aborts naming it.
  */
 #include "test.h"
 
@@ -315,6 +324,170 @@ static void fake_topology(void)
     dpm_free(p);
 }
 
+/* A thread that made its first allocation on cpu 0 (node 0's arena) and
+ * moved to cpu 1: its small blocks are node 1's, and a thread pinned to
+ * cpu 1 then finds no node 0 block in that CPU's cache. */
+static void *moved_thread(void *arg)
+{
+    unsigned *owners = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    dpm_free(dpm_malloc(64));   /* takes node 0's arena */
+    CPU_ZERO(&set);
+    CPU_SET(1, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    void *p[100];
+    for (int i = 0; i < 100; i++) {
+        p[i] = dpm_malloc(64);
+        size_t sz = sizeof(owners[i]);
+        dpm_ctl("arenas.lookup", &owners[i], &sz, &p[i], sizeof(p[i]));
+    }
+    for (int i = 0; i < 100; i++)
+        dpm_free(p[i]);
+    return NULL;
+}
+
+static void *pinned_small(void *arg)
+{
+    unsigned *owners = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(1, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    void *p[1000];
+    for (int i = 0; i < 1000; i++) {
+        p[i] = dpm_malloc(64);
+        size_t sz = sizeof(owners[i]);
+        dpm_ctl("arenas.lookup", &owners[i], &sz, &p[i], sizeof(p[i]));
+    }
+    for (int i = 0; i < 1000; i++)
+        dpm_free(p[i]);
+    return NULL;
+}
+
+/* stats.front_end: "cpu" or "thread" ("" where the name is unknown) */
+static const char *front_end(void)
+{
+    const char *fp = "";
+    size_t sz = sizeof(fp);
+    dpm_ctl("stats.front_end", &fp, &sz, NULL, 0);
+    return fp;
+}
+
+static void moved_topology(void)
+{
+    unsigned a0 = ctl_u("arenas.node.0.arena"), a1 = ctl_u("arenas.node.1.arena");
+    static unsigned owners[1000];
+    pthread_t th;
+    pthread_create(&th, NULL, moved_thread, owners);
+    pthread_join(th, NULL);
+    /* on thread caches a thread keeps the arena of its first allocation
+     * (numa.md); on the CPU caches its small blocks are its CPU's node's */
+    bool thread_mode = strcmp(front_end(), "thread") == 0;
+    unsigned wrong = 0;
+    for (int i = 0; i < 100; i++)
+        wrong += owners[i] != (thread_mode ? a0 : a1);
+    EXPECT(wrong == 0, "%u of 100 blocks malloc gave on cpu 1 are not node %d's", wrong, thread_mode ? 0 : 1);
+    pthread_create(&th, NULL, pinned_small, owners);
+    pthread_join(th, NULL);
+    wrong = 0;
+    for (int i = 0; i < 1000; i++)
+        wrong += owners[i] != a1;
+    EXPECT(wrong == 0, "%u of 1000 blocks a thread pinned to cpu 1 got are not node 1's", wrong);
+}
+
+/* ---- numa:false: node blocks through the CPU caches ---------------------- */
+
+static size_t stat_z(const char *name)
+{
+    uint64_t e = 1;
+    size_t sz = sizeof(e);
+    dpm_ctl("epoch", &e, &sz, &e, sizeof(e));
+    return ctl_z(name);
+}
+
+static size_t arena_cached(unsigned arena)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "stats.arenas.%u.tcache_bytes", arena);
+    return stat_z(name);
+}
+
+static void pin_cpu(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int free_again(void *p)
+{
+    dpm_free(p);
+    return 0;
+}
+
+static void cached_topology(void)
+{
+    const char *fp = front_end();
+    size_t sz;
+    if (strcmp(fp, "thread") == 0) {
+        printf("  front end %s: node blocks take the thread caches' path\n", fp);
+        return;
+    }
+    unsigned a[2] = {ctl_u("arenas.node.0.arena"), ctl_u("arenas.node.1.arena")};
+    for (int node = 0; node < 2; node++) {
+        pin_cpu(node);
+        size_t before = arena_cached(a[node]);
+        void *p = dpm_malloc_socket(64, 0, node);
+        unsigned owner = ~0u;
+        sz = sizeof(owner);
+        dpm_ctl("arenas.lookup", &owner, &sz, &p, sizeof(p));
+        EXPECT_EQ_U(owner, a[node]);
+        dpm_free(p);
+        EXPECT(arena_cached(a[node]) >= before + 64, "node %d: a block freed on its CPU is not cached (%zu -> %zu)",
+               node, before, arena_cached(a[node]));
+        EXPECT(dpm_malloc_socket(64, 0, node) == p, "node %d: the cached block did not come back", node);
+        dpm_free(p);
+    }
+    /* node 1's blocks freed on cpu 0: cpu 0 never hands them out */
+    pin_cpu(0);
+    static void *q[2000];
+    for (int i = 0; i < 2000; i++)
+        q[i] = dpm_malloc_socket(64, 0, 1);
+    for (int i = 0; i < 2000; i++)
+        dpm_free(q[i]);
+    unsigned wrong = 0;
+    for (int i = 0; i < 2000; i++) {
+        q[i] = dpm_malloc_socket(64, 0, 0);
+        unsigned owner = ~0u;
+        sz = sizeof(owner);
+        dpm_ctl("arenas.lookup", &owner, &sz, &q[i], sizeof(q[i]));
+        wrong += owner != a[0];
+    }
+    EXPECT(wrong == 0, "%u of 2000 node 0 blocks on cpu 0 are not node 0's", wrong);
+    for (int i = 0; i < 2000; i++)
+        dpm_free(q[i]);
+    /* a double free of a cached node block */
+    void *p = dpm_malloc_socket(64, 0, 0);
+    dpm_free(p);
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child((int (*)(void *))free_again, p, &ch, 30), 0);
+    EXPECT(WIFSIGNALED(ch.status) && WTERMSIG(ch.status) == SIGABRT && strstr(ch.err, "double free") != NULL,
+           "a double free of a cached node block: status %d, stderr:\n%s", ch.status, ch.err);
+    char want[64];
+    snprintf(want, sizeof(want), "%p", p);
+    EXPECT(strstr(ch.err, want) != NULL, "the message names no %s:\n%s", want, ch.err);
+    /* a purge empties every cache */
+    char name[64];
+    snprintf(name, sizeof(name), "arena.%u.purge", a[0]);
+    EXPECT_EQ_I(dpm_ctl(name, NULL, NULL, NULL, 0), 0);
+    EXPECT_EQ_U(stat_z("stats.cpu_cache_bytes") + stat_z("stats.transfer_bytes"), 0);
+    EXPECT_EQ_U(arena_cached(a[0]) + arena_cached(a[1]), 0);
+}
+
 /* online "0,2": node 1 is offline (or absent) yet below arenas.nnodes */
 static void offline_topology(void)
 {
@@ -386,6 +559,39 @@ TEST(multi_node_arena_choice_on_a_fake_topology)
     const char *warn = "dpmalloc: numa: mbind to a node failed (no such node or no NUMA support), using unbound pages";
     const char *w = strstr(out, warn);
     EXPECT(w != NULL && strstr(w + 1, warn) == NULL, "want exactly one warning:\n%s", out);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    if (system(cmd) != 0)
+        TEST_FAIL("rm failed");
+}
+
+TEST(node_blocks_go_through_the_cpu_caches_on_a_fake_topology)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        printf("  one CPU: fake topology test skipped\n");
+        return;
+    }
+    char root[] = "/tmp/dpm_sysfs_XXXXXX";
+    EXPECT_NONNULL(mkdtemp(root));
+    char path[256];
+    const char *dirs[] = {"/devices", "/devices/system", "/devices/system/node", "/devices/system/node/node0",
+                          "/devices/system/node/node1"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+        mkdir(path, 0700);
+    }
+    snprintf(path, sizeof(path), "%s/devices/system/node/online", root);
+    write_file(path, "0-1\n");
+    snprintf(path, sizeof(path), "%s/devices/system/node/node0/cpulist", root);
+    write_file(path, "0\n");
+    snprintf(path, sizeof(path), "%s/devices/system/node/node1/cpulist", root);
+    write_file(path, "1\n");
+    char cmd[512], out[8192] = "";
+    snprintf(cmd, sizeof(cmd), "DPMALLOC_SYSFS_ROOT=%s DPMALLOC_CONF= /proc/%d/exe cached 2>&1", root, (int)getpid());
+    FILE *f = popen(cmd, "r");
+    size_t n = f != NULL ? fread(out, 1, sizeof(out) - 1, f) : 0;
+    out[n] = '\0';
+    int st = f != NULL ? pclose(f) : -1;
+    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed:\n%s", out);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
     if (system(cmd) != 0)
         TEST_FAIL("rm failed");
@@ -488,6 +694,11 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "fake") == 0) {
         fake_topology();
+        moved_topology();
+        return test_failures != 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "cached") == 0) {
+        cached_topology();
         return test_failures != 0;
     }
     RUN(socket_blocks_are_bound_to_their_node);
@@ -497,6 +708,7 @@ int main(int argc, char **argv)
     RUN(reserve_too_big_is_enomem);
     RUN(reserve_with_hugepages_when_the_system_has_them);
     RUN(multi_node_arena_choice_on_a_fake_topology);
+    RUN(node_blocks_go_through_the_cpu_caches_on_a_fake_topology);
     RUN(sockets_of_offline_nodes_are_rejected);
     RUN(an_online_file_without_nodes_means_one_node);
     RUN(destroying_a_manual_arena_releases_its_reserve);
