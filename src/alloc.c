@@ -24,6 +24,14 @@ static __thread bool keeps_own_cache;
 #define JUNK_FREE 0x5a
 #define SAMPLE_EVERY 64
 
+/* The calling thread's own limits per large class, if it set any
+ * (thread.tcache.ncached_max), for its puts into the large caches. */
+static const uint8_t *large_limits_mine(void)
+{
+    const tcache_t *tc = tcache_mine();
+    return tc->large_tuned ? tc->large_max : NULL;
+}
+
 static void *fail_nomem(void)
 {
     errno = ENOMEM;
@@ -105,8 +113,8 @@ static void *alloc_slow_body(size_t size)
         void *p = tcache_alloc_miss(tc, c);
         return p != NULL ? p : fail_nomem();
     }
-    if (c >= NSMALL) {
-        void *p = tcache_large_take(tc, size, c);
+    if (c >= NSMALL && tls_state == THREAD_CACHED) {
+        void *p = large_cache_take(thread_arena(), size, c);
         if (p != NULL)
             return p;
     }
@@ -172,7 +180,7 @@ static void free_home(void *p, span_t *s)
     if (s->kind == SPAN_SLAB) {
         arena_bin_flush(&p, 1);
     } else {
-        tcache_large_slack_detach(s);
+        large_cache_slack_detach(s);
         arena_free_large(s);
     }
 }
@@ -210,14 +218,14 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     }
     DPM_ANN_CLOSE_KEY(p);
     if (s->kind == SPAN_LARGE)
-        tcache_large_slack_detach(s);   /* cached or freed whole */
-    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
+        large_cache_slack_detach(s);   /* cached or freed whole */
+    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s);
 }
 
 /* A large block's free (span per the page map, not NULL): the
- * thread's large cache takes it, or it goes home. A chain of growth
+ * CPU's large cache takes it, or it goes home. A chain of growth
  * ends here, most often with a cold cache right after the program wrote
  * the block: this path reads the span's two lines and the cache's first
  * line, and checks only what can fail for a large block. */
@@ -228,8 +236,8 @@ static void free_large(void *p, span_t *s, const char *call)
     if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED))
         dpm_misuse(call, p, "double free of");
     DPM_ANN_CLOSE_KEY(p);
-    tcache_large_slack_detach(s);   /* cached or freed whole */
-    if (tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
+    large_cache_slack_detach(s);   /* cached or freed whole */
+    if (tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s);
 }
@@ -247,15 +255,13 @@ void free_slow(void *p, span_t *span, const char *call)
         return;
     int *err = &errno, saved = *err;
     if (span != NULL && span->kind == SPAN_LARGE && likely(!opt.stats_cycles)) {
-        __builtin_prefetch(&tls_thread.tcache->large);
         free_large(p, span, call);
         *err = saved;
         return;
     }
-    /* a large block's free reads the span's second line and the large
-     * cache: with a cold cache, their misses overlap the first line's */
+    /* a large block's free reads the span's second line: with a cold
+     * cache, its miss overlaps the first line's */
     __builtin_prefetch((char *)span + 64);
-    __builtin_prefetch(&tls_thread.tcache->large);
     span_t *s = checked_span_of(p, span, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
@@ -450,10 +456,10 @@ static bool size_fits_block(const span_t *s, size_t size)
  * rounding (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
-    void *p = tcache_large_take_grown(tcache_mine(), size);
+    arena_t *a = thread_arena();
+    void *p = tls_state == THREAD_CACHED ? large_cache_take_grown(a, size) : NULL;
     if (p != NULL)
         return p;
-    arena_t *a = thread_arena();
     large_request_t req = {.size = size, .align = align, .zero = opt.zero};
     p = a != NULL ? arena_alloc_large(a, &req) : NULL;
     if (p == NULL)
@@ -502,9 +508,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
  * of a large block's realloc. */
 static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
-    /* as in free_slow: a large block's resize reads both span lines, and
-     * its slack's cache is most often this thread's */
-    __builtin_prefetch(&tls_thread.tcache->large);
+    /* as in free_slow: a large block's resize reads both span lines */
     __builtin_prefetch((char *)s + 64);
     s = checked_span_of(p, s, call);
     if (unlikely(size > ALLOC_MAX))
@@ -526,10 +530,10 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
      * or the new size is a small one. */
     if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
-        /* slack (tcache_large.c): a growth into pages the block has
+        /* slack (large_cache.h): a growth into pages the block has
          * (small sizes too: a block that grows moves to a page run). No
          * block has slack under opt.zero, which turns the cache off. */
-        bool into_slack = !keep && (size > SMALL_MAX || size > old) && tcache_large_slack_resize(s, size);
+        bool into_slack = !keep && (size > SMALL_MAX || size > old) && large_cache_slack_resize(s, size);
         keep |= into_slack;
         if (!keep && size > SMALL_MAX)
             keep = arena_resize_large_in_place(s, size, true);
@@ -546,8 +550,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
 }
 
 /* realloc of p to size bytes (not 0) at alignment align. The step of a
- * chain of growth, a live large block growing into the slack its own
- * thread's cache keeps for it (tcache_large.c), is taken before the
+ * chain of growth, a live large block growing into the slack a CPU's
+ * large cache keeps for it (large_cache.h), is taken before the
  * general path: it often runs with a cold cache, right after the program
  * wrote the block, and reads only the page-map entry, the span's two
  * lines and the cache's first line. Of the general path's checks only
@@ -558,15 +562,14 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
  * slack under opt.zero. */
 DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
-    /* the page map through the thread's leaf when it covers p: that line
-     * also holds tls_thread.tcache, which the test of the slack reads */
+    /* the page map through the thread's leaf when it covers p */
     uintptr_t a = (uintptr_t)p;
     span_t *s = likely(thread_leaf_covers(a)) ? radix_entry_span(thread_leaf_entry(a)) : span_of(p);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
-        size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == &tls_thread.tcache->large) {
+        size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != NULL) {
         size_t old = s->usable;
         (void)old;   /* for the annotation */
-        if (tcache_large_slack_grow(s, size)) {
+        if (large_cache_slack_grow(s, size)) {
             /* only now: a growth the slack cannot serve goes on to
              * realloc_general, whose own begin would record the key
              * bytes as this one left them, defined. The annotation finds
@@ -683,8 +686,8 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
-        if (off == 0 && !zero) {
-            void *p = tcache_large_take(tcache_mine(), size, plain);
+        if (off == 0 && !zero && tls_state == THREAD_CACHED) {
+            void *p = large_cache_take(thread_arena(), size, plain);
             if (p != NULL)
                 return p;
         }
