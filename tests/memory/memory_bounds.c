@@ -49,8 +49,11 @@ static int idle_ready, idle_release;
 static size_t idle_block;
 static int idle_rounds;
 
-/* Allocates idle_rounds blocks of idle_block bytes, touches and frees
+/* Allocates idle_rounds blocks of idle_block bytes, touches them, waits
+ * until every thread holds its blocks (a thread's malloc would otherwise
+ * take a block another thread freed into their CPU's large cache), frees
  * them, then blocks until released. */
+static pthread_barrier_t all_allocated;
 static void *free_then_idle(void *arg)
 {
     (void)arg;
@@ -59,6 +62,7 @@ static void *free_then_idle(void *arg)
         live[i] = malloc(idle_block);
         touch(live[i], idle_block);
     }
+    pthread_barrier_wait(&all_allocated);
     for (int i = 0; i < idle_rounds; i++)
         free(live[i]);
     pthread_mutex_lock(&idle_lock);
@@ -73,6 +77,7 @@ static void *free_then_idle(void *arg)
 /* Starts 4 idle threads; returns when each has freed its blocks. */
 static void start_idle_threads(pthread_t *t)
 {
+    pthread_barrier_init(&all_allocated, NULL, 4);
     for (int i = 0; i < 4; i++)
         pthread_create(&t[i], NULL, free_then_idle, NULL);
     pthread_mutex_lock(&idle_lock);
