@@ -44,7 +44,9 @@ static __thread uint32_t sample_tick;
 
 static bool sample_this_call(void)
 {
-    return unlikely(opt.stats_cycles) && tls_state == THREAD_CACHED && ++sample_tick % SAMPLE_EVERY == 0;
+    /* the samples live in the thread's own cache */
+    return unlikely(opt.stats_cycles) && tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty &&
+           ++sample_tick % SAMPLE_EVERY == 0;
 }
 
 static void sample_record(bool is_alloc, uint64_t t0)
@@ -202,7 +204,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
         cpu_cache_free_full(p, s->tcache_class);
         return;
     }
-    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
+    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         c = tcache_bin_for(tcache_mine(), s);
     if (c != TC_NONE) {
         tcache_t *tc = tcache_mine();
@@ -276,7 +278,6 @@ void free_slow(void *p, span_t *span, const char *call)
 
 static void free_leaf_miss_body(void *p, const char *call)
 {
-    tcache_t *tc = tcache_mine();
     uintptr_t a = (uintptr_t)p;
     const uintptr_t *leaf = radix_leaf(a);
     /* An empty leaf is not cached: one may be made for it later. */
@@ -284,7 +285,7 @@ static void free_leaf_miss_body(void *p, const char *call)
         free_slow(p, NULL, call);
         return;
     }
-    if (tc == &tcache_empty) {
+    if (tls_state != THREAD_CACHED) {
         /* A thread that frees before it allocates (a consumer) gets its
          * cache here, so its frees are batched like an allocating
          * thread's instead of each taking a bin lock. */
@@ -326,8 +327,12 @@ void thread_front_pick(void)
     if (cpu && !rseq_thread_ready())
         cpu = false, keeps_own_cache = true;   /* the kernel refused: asked once */
     bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
-    if (!cpu && tls_state == THREAD_CACHED)
-        (void)tcache_ensure_slots(tcache_mine());
+    /* on its own cache: the thread makes it now if it ran without one */
+    tcache_t *own = !cpu && tls_state == THREAD_CACHED ? tcache_make_own() : NULL;
+    if (own != NULL)
+        (void)tcache_ensure_slots(own);
+    else if (!cpu && tls_state == THREAD_CACHED)
+        tls_state = THREAD_NOCACHE;   /* no memory for it: uncached */
     tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
     /* what the thread freed may sit in any CPU's cache: a thread that
      * leaves them (its cache disabled or tuned) sees them emptied, as a
@@ -359,8 +364,8 @@ void *alloc_front_miss(size_t size)
         return alloc_slow(size);
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    /* the thread's own large cache and stashes are trimmed by its events */
-    if (tls_state == THREAD_CACHED)
+    /* the thread's own stashes are trimmed by its events */
+    if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         tcache_event(tcache_mine());
     void *p = cpu_cache_alloc_miss(thread_arena(), c);
     return p != NULL ? p : fail_nomem();
@@ -389,7 +394,7 @@ void free_front_miss(void *p, uintptr_t e, const char *call)
             background_wake();
         *tc_key_word(p) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(p);
-        if (tls_state == THREAD_CACHED)
+        if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
             tcache_event(tcache_mine());
         cpu_cache_free_full(p, (unsigned)tag - 1);
         *err = saved;
@@ -653,8 +658,10 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
     void *p = NULL;
     if (bin == NULL)
         return NULL;
-    if (tls_state == THREAD_CACHED)
-        p = tcache_phased_alloc(tcache_mine(), bin);
+    /* a stash is the thread's own: made with its cache at its first use */
+    tcache_t *tc = tls_state == THREAD_CACHED ? tcache_make_own() : NULL;
+    if (tc != NULL)
+        p = tcache_phased_alloc(tc, bin);
     else if (arena_bin_fill(bin, &p, 1, NULL) == 0)   /* phased blocks never carry the free key */
         p = NULL;
     if (p == NULL)

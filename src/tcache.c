@@ -72,7 +72,7 @@ static void bin_layout(tcache_t *tc, unsigned c, void **top, unsigned ncached_ma
 
 void tcache_prefault(void)
 {
-    if (tls_state != THREAD_CACHED)
+    if (tls_state != THREAD_CACHED || tcache_mine() == &tcache_empty)
         return;
     tcache_t *tc = tls_thread.tcache;
     os_populate(tc, sizeof(*tc));
@@ -194,29 +194,57 @@ arena_t *thread_arena(void)
 
 static void attach(tcache_t *tc);
 
-bool tcache_create_for_thread(void)
+/* A cache for the calling thread, on the live list and its exit key
+ * (an exited thread's, reused, or a new one), or NULL without memory. */
+static tcache_t *cache_make(arena_t *arena)
 {
-    if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0 || mutex_all_held_here)
-        return false;
-    arena_t *arena = thread_arena();
-    if (arena == NULL)
-        return false;
     mutex_lock(&tcaches_lock);
     tcache_t *tc = list_item(list_pop_front(&tcaches_exited), tcache_t, link);
     mutex_unlock(&tcaches_lock);
     if (tc == NULL) {
         tc = base_alloc(sizeof(tcache_t), CACHELINE);
         if (tc == NULL || !tcache_alloc_slots(tc))
-            return false;
+            return NULL;
     }
     tcache_reset(tc, arena);
     mutex_lock(&tcaches_lock);
     list_push_front(&tcaches_live, &tc->link);
     mutex_unlock(&tcaches_lock);
-    tls_state = THREAD_CACHED;
     pthread_setspecific(g.thread_key, tc);
-    attach(tc);
+    return tc;
+}
+
+/* Where the CPU caches hold the small blocks (small_slots_lazy), a
+ * thread starts caching with no cache of its own: it costs no memory
+ * until it asks for what only its own cache gives (tcache_make_own). */
+bool tcache_create_for_thread(void)
+{
+    if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0 || mutex_all_held_here)
+        return false;
+    arena_t *arena = thread_arena();   /* also arms the exit hook */
+    if (arena == NULL)
+        return false;
+    tcache_t *tc = NULL;
+    if (!small_slots_lazy && (tc = cache_make(arena)) == NULL)
+        return false;
+    tls_state = THREAD_CACHED;
+    if (tc != NULL)
+        attach(tc);
     return true;
+}
+
+tcache_t *tcache_make_own(void)
+{
+    if (tls_state != THREAD_CACHED)
+        return NULL;
+    if (tcache_mine() != &tcache_empty)
+        return tcache_mine();
+    arena_t *arena = thread_arena();
+    tcache_t *tc = arena != NULL && !mutex_all_held_here ? cache_make(arena) : NULL;
+    if (tc == NULL)
+        return NULL;
+    attach(tc);
+    return tc;
 }
 
 /* The calling thread starts using its cache tc. */
@@ -526,7 +554,7 @@ int tcache_flush_mine(void)
 {
     if (in_source_callback())
         return EBUSY;
-    if (tls_state != THREAD_CACHED)
+    if (tls_state != THREAD_CACHED || tcache_mine() == &tcache_empty)
         return 0;
     tcache_t *tc = tcache_mine();
     flush_own_uncached(tc);
@@ -586,7 +614,9 @@ int thread_bind_arena(arena_t *a)
     if (!arena_bind_thread(a))
         return EINVAL;
     tls_arena_joining = a;
-    if (tls_state == THREAD_CACHED) {
+    /* a thread without a cache of its own makes one on the new arena
+     * (thread_front_keep_own) */
+    if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty) {
         tcache_t *tc = tcache_mine();
         flush_own_uncached(tc);
         tcache_set_arena(tc, a);
@@ -612,7 +642,7 @@ int thread_tcache_enable(bool on)
     if (tc == &tcache_empty)
         tc = NULL;
     if (!on) {
-        if (tls_state == THREAD_CACHED)
+        if (tls_state == THREAD_CACHED && tc != NULL)
             flush_own_uncached(tc);
         if (tls_state != THREAD_EXITING)
             tls_state = THREAD_NOCACHE;
@@ -674,6 +704,8 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         tcache_create_for_thread();
     if (tls_state != THREAD_CACHED)
         return EPERM;
+    if (tcache_make_own() == NULL)
+        return ENOMEM;
     /* A large cache holds LARGE_SLOTS_MAX blocks in all: a larger n for a
      * class it holds is refused before anything changes, never cut down
      * to what fits. */

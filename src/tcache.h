@@ -309,9 +309,15 @@ void tcache_set_small_slots_lazy(bool lazy);
  * starts using its own cache); false without memory (those bins stay
  * empty and full: their blocks bypass the cache). */
 bool tcache_ensure_slots(tcache_t *tc);
-/* Gives the calling thread a cache; false if it cannot (exiting, OOM,
+/* Starts caching for the calling (THREAD_NEW) thread: THREAD_CACHED,
+ * with its own cache where the CPU caches do not run, with none (it
+ * keeps &tcache_empty) where they do; false if it cannot (exiting, OOM,
  * disabled). */
 bool tcache_create_for_thread(void);
+/* The calling THREAD_CACHED thread's own cache, made now if it has none
+ * (a thread on the CPU caches that needs a stash, a binding, tuned bins);
+ * NULL without memory or outside THREAD_CACHED. */
+tcache_t *tcache_make_own(void);
 /* Bin c is empty: fills it and returns one block, or NULL. */
 void *tcache_alloc_miss(tcache_t *tc, unsigned c);
 /* Bin c (< TC_MAX_CLASSES) is full: flushes half of it and pushes p
