@@ -109,7 +109,9 @@ static void *alloc_slow_body(size_t size)
         void *p = cpu_cache_alloc_miss(thread_arena(), c);
         return p != NULL ? p : fail_nomem();
     }
-    if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
+    /* (a thread without a cache of its own reads none of tcache_empty's
+     * 14 KiB: a page of it first touched inside a reserve would fault) */
+    if (c < TC_MAX_CLASSES && tc != &tcache_empty && tc->bins[c].ncached_max != 0) {
         counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
         void *p = tcache_alloc_miss(tc, c);
@@ -1054,6 +1056,7 @@ DPM_EXPORT int dpm_reserve(size_t bytes, int socket, unsigned flags)
     if (err == 0) {
         tcache_prefault();
         cpu_cache_prefault();
+        large_caches_prefault();
     }
     return err;
 }

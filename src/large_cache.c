@@ -336,6 +336,26 @@ void large_cache_slack_end(span_t *s)
     mutex_unlock_elidable(&lc->lock, held);
 }
 
+/* Every CPU the thread may run on, as cpu_cache_prefault: it may be moved
+ * between the reserve and its allocations. */
+void large_caches_prefault(void)
+{
+    if (!caches_on)
+        return;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+        CPU_ZERO(&allowed);
+        CPU_SET(cpu_here(), &allowed);
+    }
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        large_cache_t *lc = cache_made(cpu % ncpus);
+        if (lc != NULL)
+            os_populate(lc, sizeof(*lc));
+    }
+}
+
 /* ---- drain, stats, checks ---------------------------------------------- */
 
 static size_t flush_one(large_cache_t *lc, bool idle_only, const arena_t *only)

@@ -92,6 +92,9 @@ DPM_INLINE void large_cache_slack_detach(span_t *s)
     if (__atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE) != NULL)
         large_cache_slack_end(s);
 }
+/* Makes the caches of every CPU the calling thread may run on resident
+ * now (dpm_reserve: allocations afterwards take no fault in them). */
+void large_caches_prefault(void);
 /* Sends the blocks and slack of every CPU's large cache home (those of
  * arena `only`, or all if NULL); idle_only: only of caches unused since
  * the previous idle pass (the background thread). Any thread; returns the

@@ -733,7 +733,7 @@ void stats_brief(stats_brief_t *out)
     }
     arenas_iteration_unlock();
     tcaches_for_each(brief_tcache, out);
-    out->tcache_bytes += cpu_caches_bytes() + transfer_bytes();
+    out->tcache_bytes += cpu_caches_bytes() + transfer_bytes() + large_caches_bytes();
     size_t held = out->allocated;   /* blocks out of the bins and page heaps */
     out->allocated = held > out->tcache_bytes ? held - out->tcache_bytes : 0;
     out->metadata = base_mapped_bytes();
