@@ -49,11 +49,9 @@ static unsigned cpu_here(void)
     return cpu % ncpus;
 }
 
-static large_cache_t *cache_made(unsigned cpu)
+static DPM_NOINLINE large_cache_t *cache_make(unsigned cpu)
 {
-    large_cache_t *lc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
-    if (lc != NULL)
-        return lc;
+    large_cache_t *lc;
     mutex_lock(&make_lock);
     lc = caches[cpu];
     if (lc == NULL && (lc = base_alloc(sizeof(*lc), CACHELINE)) != NULL) {
@@ -63,6 +61,12 @@ static large_cache_t *cache_made(unsigned cpu)
     }
     mutex_unlock(&make_lock);
     return lc;
+}
+
+DPM_INLINE large_cache_t *cache_made(unsigned cpu)
+{
+    large_cache_t *lc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
+    return likely(lc != NULL) ? lc : cache_make(cpu);
 }
 
 /* The per-class index of a block in a cache: its span's class (that of
@@ -76,7 +80,7 @@ DPM_INLINE unsigned class_of(const span_t *s) { return s->size_class < NSMALL ? 
 unsigned large_cache_class_index(size_t size) { return sc_compute(size) - NSMALL; }
 
 /* Removes block i (lock held) and returns it, no longer parked. */
-static span_t *remove_at(large_cache_t *lc, unsigned i)
+DPM_INLINE span_t *remove_at(large_cache_t *lc, unsigned i)
 {
     span_t *s = lc->blocks[i];
     for (unsigned k = i + 1; k < lc->n; k++)
@@ -107,7 +111,7 @@ static void slack_forget(large_cache_t *lc)
 
 /* Cuts the slack off its block into the page heap (lock held); false if
  * the page heap had no descriptor for the cut (the slack stays). */
-static bool slack_cut(large_cache_t *lc)
+DPM_INLINE bool slack_cut(large_cache_t *lc)
 {
     if (lc->slack == NULL)
         return true;
@@ -194,7 +198,7 @@ bool large_cache_put(span_t *s, const uint8_t *limits)
  * as slack, or, if the cache's slack cannot move to it, has them cut off
  * into the page heap, dirty, right after it, where the chain's next step
  * takes them back. */
-static void *take(arena_t *a, size_t size, unsigned c, bool cut_only)
+DPM_INLINE void *take(arena_t *a, size_t size, unsigned c, bool cut_only)
 {
     if (a == NULL || a->manual)
         return NULL;   /* a bound thread's blocks come from its arena */
@@ -268,7 +272,7 @@ void *large_cache_take_grown(arena_t *a, size_t size)
 
 /* The slack becomes the block's own pages again (lock held, s is
  * lc->slack). */
-static void slack_to_block(large_cache_t *lc, span_t *s)
+DPM_INLINE void slack_to_block(large_cache_t *lc, span_t *s)
 {
     s->usable = span_end(s) - s->base;
     slack_forget(lc);
@@ -279,7 +283,7 @@ static void slack_to_block(large_cache_t *lc, span_t *s)
  * size gets, and the slack ends if that took all of it); false, the
  * slack left as it was, if a reclaimer cut it meanwhile or it is too
  * small. */
-static bool slack_grow_held(large_cache_t *lc, span_t *s, size_t size)
+DPM_INLINE bool slack_grow_held(large_cache_t *lc, span_t *s, size_t size)
 {
     size_t full = span_end(s) - s->base;
     /* size first: the class rounding of a size near SIZE_MAX wraps */
@@ -313,16 +317,24 @@ bool large_cache_slack_resize(span_t *s, size_t size)
     return served;
 }
 
-/* The lock is elided while the process has one thread. */
+static DPM_NOINLINE bool slack_grow_locked(large_cache_t *lc, span_t *s, size_t size)
+{
+    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
+    bool served = slack_grow_held(lc, s, size);
+    mutex_unlock_elidable(&lc->lock, held);
+    return served;
+}
+
+/* The lock is elided while the process has one thread, on a path that
+ * calls nothing: a step of a chain of growth saves no registers. */
 bool large_cache_slack_grow(span_t *s, size_t size)
 {
     large_cache_t *lc = __atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE);
     if (lc == NULL)
         return false;
-    lock_elided_t held = mutex_lock_elidable_uncounted(&lc->lock);
-    bool served = slack_grow_held(lc, s, size);
-    mutex_unlock_elidable(&lc->lock, held);
-    return served;
+    if (likely(process_single_threaded()))   /* mutex_lock_elidable's first test */
+        return slack_grow_held(lc, s, size);
+    return slack_grow_locked(lc, s, size);
 }
 
 void large_cache_slack_end(span_t *s)
