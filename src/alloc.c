@@ -498,7 +498,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
     if (size > old_usable && qs->kind == SPAN_LARGE)
         qs->grew = 1;
     /* A large block left behind by a growing block goes home, not into
-     * the thread's large cache: it proved too small, and the next request
+     * a large cache: it proved too small, and the next request
      * of its size would take it back from the cache, with its cramped
      * neighbours, and move again; from the page heap that request is
      * placed where its free neighbours coalesced, and grows in place. */

@@ -60,7 +60,7 @@ static uint64_t wake_interval_ns(void)
     return ns > 1000000000u ? 1000000000u : ns;
 }
 
-/* Idle threads' large caches first (blocks unused for a whole pass go
+/* Idle CPUs' large caches first (blocks unused for a whole pass go
  * home), so that their pages decay with the arena's. Not under the arena
  * table's lock: a sourced arena's purge calls its source, user code that
  * may read statistics or create arenas (both take that lock). A slot is

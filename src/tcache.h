@@ -8,6 +8,10 @@
  * bound to their arena (see below).
  * Caches are trimmed by low water: every few slow-path events one bin
  * gives back 3/4 of the blocks it did not need since its last trim.
+ * Large blocks are not here: they go to the CPUs' large caches
+ * (large_cache.h), whichever front end a thread uses. Where the CPU
+ * caches run, a thread makes its cache only when it needs one of its own
+ * (tcache_make_own).
  *
  * The fast paths are inline in alloc.h; this room owns the slow halves,
  * creation at a thread's first allocation, binding to arenas, tuning,
