@@ -554,6 +554,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
     {"stats.cpu_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, cpu_cache_bytes, F_SIZE)},
     {"stats.transfer_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, transfer_bytes, F_SIZE)},
+    {"stats.large_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, large_cache_bytes, F_SIZE)},
     {"stats.front_end", "const char *", "r-", h_front_end, NULL},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),

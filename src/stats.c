@@ -298,6 +298,7 @@ static uint64_t refresh_locked(void)
     large_caches_for_each(add_large_cached, NULL);
     snap.cpu_cache_bytes = cpu_caches_bytes();
     snap.transfer_bytes = transfer_bytes();
+    snap.large_cache_bytes = large_caches_bytes();
     sum_totals();
     snap_taken = true;
     return ++snap.epoch;
