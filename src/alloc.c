@@ -22,6 +22,14 @@ static __thread bool keeps_own_cache;
 #define JUNK_FREE 0x5a
 #define SAMPLE_EVERY 64
 
+/* The calling thread's own limits per large class, if it set any
+ * (thread.tcache.ncached_max), for its puts into the large caches. */
+static const uint8_t *large_limits_mine(void)
+{
+    const tcache_t *tc = tcache_mine();
+    return tc->large_tuned ? tc->large_max : NULL;
+}
+
 static void *fail_nomem(void)
 {
     errno = ENOMEM;
@@ -34,7 +42,9 @@ static __thread uint32_t sample_tick;
 
 static bool sample_this_call(void)
 {
-    return unlikely(opt.stats_cycles) && tls_state == THREAD_CACHED && ++sample_tick % SAMPLE_EVERY == 0;
+    /* the samples live in the thread's own cache */
+    return unlikely(opt.stats_cycles) && tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty &&
+           ++sample_tick % SAMPLE_EVERY == 0;
 }
 
 static void sample_record(bool is_alloc, uint64_t t0)
@@ -131,14 +141,16 @@ static void *alloc_slow_body(size_t size)
     tcache_t *tc = tcache_mine();
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table)
         return cpu_class_miss(c, size);
-    if (c < TC_MAX_CLASSES && tc->bins[c].ncached_max != 0) {
+    /* (a thread without a cache of its own reads none of tcache_empty's
+     * 14 KiB: a page of it first touched inside a reserve would fault) */
+    if (c < TC_MAX_CLASSES && tc != &tcache_empty && tc->bins[c].ncached_max != 0) {
         counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
         void *p = tcache_alloc_miss(tc, c);
         return p != NULL ? p : fail_nomem();
     }
-    if (c >= NSMALL) {
-        void *p = tcache_large_take(tc, size, c);
+    if (c >= NSMALL && tls_state == THREAD_CACHED) {
+        void *p = large_cache_take(thread_arena(), size, c);
         if (p != NULL)
             return p;
     }
@@ -204,7 +216,7 @@ static void free_home(void *p, span_t *s)
     if (s->kind == SPAN_SLAB) {
         arena_bin_flush(&p, 1);
     } else {
-        tcache_large_slack_detach(s);
+        large_cache_slack_detach(s);
         arena_free_large(s);
     }
 }
@@ -226,7 +238,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
         cpu_cache_free_full(p, s->tcache_class);
         return;
     }
-    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED)
+    if (s->tcache_class != TC_NONE && tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         c = tcache_bin_for(tcache_mine(), s);
     if (c != TC_NONE) {
         tcache_t *tc = tcache_mine();
@@ -242,14 +254,14 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     }
     DPM_ANN_CLOSE_KEY(p);
     if (s->kind == SPAN_LARGE)
-        tcache_large_slack_detach(s);   /* cached or freed whole */
-    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
+        large_cache_slack_detach(s);   /* cached or freed whole */
+    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s);
 }
 
 /* A large block's free (span per the page map, not NULL): the
- * thread's large cache takes it, or it goes home. A chain of growth
+ * CPU's large cache takes it, or it goes home. A chain of growth
  * ends here, most often with a cold cache right after the program wrote
  * the block: this path reads the span's two lines and the cache's first
  * line, and checks only what can fail for a large block. */
@@ -260,8 +272,8 @@ static void free_large(void *p, span_t *s, const char *call)
     if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED))
         dpm_misuse(call, p, "double free of");
     DPM_ANN_CLOSE_KEY(p);
-    tcache_large_slack_detach(s);   /* cached or freed whole */
-    if (tls_state == THREAD_CACHED && tcache_large_put(tcache_mine(), s))
+    large_cache_slack_detach(s);   /* cached or freed whole */
+    if (tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s);
 }
@@ -279,15 +291,13 @@ void free_slow(void *p, span_t *span, const char *call)
         return;
     int *err = &errno, saved = *err;
     if (span != NULL && span->kind == SPAN_LARGE && likely(!opt.stats_cycles)) {
-        __builtin_prefetch(&tls_thread.tcache->large);
         free_large(p, span, call);
         *err = saved;
         return;
     }
-    /* a large block's free reads the span's second line and the large
-     * cache: with a cold cache, their misses overlap the first line's */
+    /* a large block's free reads the span's second line: with a cold
+     * cache, its miss overlaps the first line's */
     __builtin_prefetch((char *)span + 64);
-    __builtin_prefetch(&tls_thread.tcache->large);
     span_t *s = checked_span_of(p, span, call);
     if (!sample_this_call()) {
         free_slow_body(p, s, call);
@@ -302,7 +312,6 @@ void free_slow(void *p, span_t *span, const char *call)
 
 static void free_leaf_miss_body(void *p, const char *call)
 {
-    tcache_t *tc = tcache_mine();
     uintptr_t a = (uintptr_t)p;
     const uintptr_t *leaf = radix_leaf(a);
     /* An empty leaf is not cached: one may be made for it later. */
@@ -310,7 +319,7 @@ static void free_leaf_miss_body(void *p, const char *call)
         free_slow(p, NULL, call);
         return;
     }
-    if (tc == &tcache_empty) {
+    if (tls_state != THREAD_CACHED) {
         /* A thread that frees before it allocates (a consumer) gets its
          * cache here, so its frees are batched like an allocating
          * thread's instead of each taking a bin lock. */
@@ -352,8 +361,12 @@ void thread_front_pick(void)
     if (cpu && !rseq_thread_ready())
         cpu = false, keeps_own_cache = true;   /* the kernel refused: asked once */
     bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
-    if (!cpu && tls_state == THREAD_CACHED)
-        (void)tcache_ensure_slots(tcache_mine());
+    /* on its own cache: the thread makes it now if it ran without one */
+    tcache_t *own = !cpu && tls_state == THREAD_CACHED ? tcache_make_own() : NULL;
+    if (own != NULL)
+        (void)tcache_ensure_slots(own);
+    else if (!cpu && tls_state == THREAD_CACHED)
+        tls_state = THREAD_NOCACHE;   /* no memory for it: uncached */
     tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
     tls_thread.pop_table = tls_thread.cpu_table;
     if (cpu && opt.numa)
@@ -388,8 +401,8 @@ void *alloc_front_miss(size_t size)
         return alloc_slow(size);
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    /* the thread's own large cache and stashes are trimmed by its events */
-    if (tls_state == THREAD_CACHED)
+    /* the thread's own stashes are trimmed by its events */
+    if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         tcache_event(tcache_mine());
     return cpu_class_miss(c, size);
 }
@@ -417,7 +430,7 @@ void free_front_miss(void *p, uintptr_t e, const char *call)
             background_wake();
         *tc_key_word(p) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(p);
-        if (tls_state == THREAD_CACHED)
+        if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
             tcache_event(tcache_mine());
         cpu_cache_free_full(p, (unsigned)tag - 1);
         *err = saved;
@@ -484,10 +497,10 @@ static bool size_fits_block(const span_t *s, size_t size)
  * rounding (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
-    void *p = tcache_large_take_grown(tcache_mine(), size);
+    arena_t *a = thread_arena();
+    void *p = tls_state == THREAD_CACHED ? large_cache_take_grown(a, size) : NULL;
     if (p != NULL)
         return p;
-    arena_t *a = thread_arena();
     large_request_t req = {.size = size, .align = align, .zero = opt.zero};
     p = a != NULL ? arena_alloc_large(a, &req) : NULL;
     if (p == NULL)
@@ -519,7 +532,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
     if (size > old_usable && qs->kind == SPAN_LARGE)
         qs->grew = 1;
     /* A large block left behind by a growing block goes home, not into
-     * the thread's large cache: it proved too small, and the next request
+     * a large cache: it proved too small, and the next request
      * of its size would take it back from the cache, with its cramped
      * neighbours, and move again; from the page heap that request is
      * placed where its free neighbours coalesced, and grows in place. */
@@ -536,9 +549,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
  * of a large block's realloc. */
 static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_t align, const char *call)
 {
-    /* as in free_slow: a large block's resize reads both span lines, and
-     * its slack's cache is most often this thread's */
-    __builtin_prefetch(&tls_thread.tcache->large);
+    /* as in free_slow: a large block's resize reads both span lines */
     __builtin_prefetch((char *)s + 64);
     s = checked_span_of(p, s, call);
     if (unlikely(size > ALLOC_MAX))
@@ -560,10 +571,10 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
      * or the new size is a small one. */
     if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
-        /* slack (tcache_large.c): a growth into pages the block has
+        /* slack (large_cache.h): a growth into pages the block has
          * (small sizes too: a block that grows moves to a page run). No
          * block has slack under opt.zero, which turns the cache off. */
-        bool into_slack = !keep && (size > SMALL_MAX || size > old) && tcache_large_slack_resize(s, size);
+        bool into_slack = !keep && (size > SMALL_MAX || size > old) && large_cache_slack_resize(s, size);
         keep |= into_slack;
         if (!keep && size > SMALL_MAX)
             keep = arena_resize_large_in_place(s, size, true);
@@ -580,8 +591,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
 }
 
 /* realloc of p to size bytes (not 0) at alignment align. The step of a
- * chain of growth, a live large block growing into the slack its own
- * thread's cache keeps for it (tcache_large.c), is taken before the
+ * chain of growth, a live large block growing into the slack a CPU's
+ * large cache keeps for it (large_cache.h), is taken before the
  * general path: it often runs with a cold cache, right after the program
  * wrote the block, and reads only the page-map entry, the span's two
  * lines and the cache's first line. Of the general path's checks only
@@ -592,15 +603,14 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
  * slack under opt.zero. */
 DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char *call)
 {
-    /* the page map through the thread's leaf when it covers p: that line
-     * also holds tls_thread.tcache, which the test of the slack reads */
+    /* the page map through the thread's leaf when it covers p */
     uintptr_t a = (uintptr_t)p;
     span_t *s = likely(thread_leaf_covers(a)) ? radix_entry_span(thread_leaf_entry(a)) : span_of(p);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
-        size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) == &tls_thread.tcache->large) {
+        size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != NULL) {
         size_t old = s->usable;
         (void)old;   /* for the annotation */
-        if (tcache_large_slack_grow(s, size)) {
+        if (large_cache_slack_grow(s, size)) {
             /* only now: a growth the slack cannot serve goes on to
              * realloc_general, whose own begin would record the key
              * bytes as this one left them, defined. The annotation finds
@@ -684,8 +694,10 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
     void *p = NULL;
     if (bin == NULL)
         return NULL;
-    if (tls_state == THREAD_CACHED)
-        p = tcache_phased_alloc(tcache_mine(), bin);
+    /* a stash is the thread's own: made with its cache at its first use */
+    tcache_t *tc = tls_state == THREAD_CACHED ? tcache_make_own() : NULL;
+    if (tc != NULL)
+        p = tcache_phased_alloc(tc, bin);
     else if (arena_bin_fill(bin, &p, 1, NULL) == 0)   /* phased blocks never carry the free key */
         p = NULL;
     if (p == NULL)
@@ -717,8 +729,8 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
             if (p != NULL)
                 return p;
         }
-        if (off == 0 && !zero) {
-            void *p = tcache_large_take(tcache_mine(), size, plain);
+        if (off == 0 && !zero && tls_state == THREAD_CACHED) {
+            void *p = large_cache_take(thread_arena(), size, plain);
             if (p != NULL)
                 return p;
         }
@@ -1139,6 +1151,7 @@ DPM_EXPORT int dpm_reserve(size_t bytes, int socket, unsigned flags)
     if (err == 0) {
         tcache_prefault();
         cpu_cache_prefault();
+        large_caches_prefault();
     }
     return err;
 }

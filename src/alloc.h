@@ -147,7 +147,7 @@ DPM_INLINE void *alloc_fast(size_t size)
 {
     size_t off;   /* of the class's bin from bins[0] (tags[1]) */
     if (!small_bin_offset(size, &off))
-        return alloc_slow(size);   /* large: the thread's large cache or the arena */
+        return alloc_slow(size);   /* large: the CPU's large cache or the arena */
     void *p;
     if (likely(cpu_cache_pop(tls_thread.pop_table, off, &p)))
         return cpu_handout(p);

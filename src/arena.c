@@ -1093,7 +1093,7 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     s->requested = req->size;
     s->grew = 0;
     s->size_class = c;
-    /* large blocks are cached by the thread cache's large cache, which
+    /* large blocks are cached by the CPUs' large caches, which
      * the free slow path reaches: no bin tag (ph_alloc maps them so) */
     dpm_assert(s->tcache_class == TC_NONE);
     s->type_id = req->type_id;

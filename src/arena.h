@@ -190,7 +190,7 @@ void arena_free_large(span_t *s);
  * if its usable size is now at least size. */
 bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut);
 /* Gives the pages of live block s past its usable bytes (its slack, see
- * tcache_large.c) back to the page heap, dirty, without changing s->usable
+ * large_cache.h) back to the page heap, dirty, without changing s->usable
  * (its holder may read it meanwhile). False if no descriptor could be had
  * for the cut: s keeps its pages. */
 bool arena_cut_slack(span_t *s);

@@ -8,6 +8,7 @@
 #include "conf.h"
 #include "tcache.h"
 #include "cpu_cache.h"
+#include "large_cache.h"
 #include "transfer.h"
 
 #include <errno.h>
@@ -59,7 +60,7 @@ static uint64_t wake_interval_ns(void)
     return ns > 1000000000u ? 1000000000u : ns;
 }
 
-/* Idle threads' large caches first (blocks unused for a whole pass go
+/* Idle CPUs' large caches first (blocks unused for a whole pass go
  * home), so that their pages decay with the arena's. Not under the arena
  * table's lock: a sourced arena's purge calls its source, user code that
  * may read statistics or create arenas (both take that lock). A slot is
@@ -69,7 +70,7 @@ static uint64_t wake_interval_ns(void)
 static bool decay_work_anywhere(void);
 static bool decay_every_arena(void)
 {
-    tcaches_reclaim(true, NULL);
+    large_caches_flush(true, NULL);
     cpu_caches_drain(true);
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {

@@ -30,7 +30,6 @@ const opt_desc_t opt_table[] = {
     {"tcache_nslots_small_max", OPT_UNSIGNED, &opt.tcache_nslots_small_max, 1, 2048},
     {"tcache_nslots_large", OPT_UNSIGNED, &opt.tcache_nslots_large, 0, 64},
     {"tcache_large_bytes", OPT_SIZE, &opt.tcache_large_bytes, 0, (int64_t)1 << 30},
-    {"tcache_large_bytes_total", OPT_SIZE, &opt.tcache_large_bytes_total, 0, (int64_t)1 << 46},
     {"lg_tcache_nslots_mul", OPT_UNSIGNED, &opt.lg_tcache_nslots_mul, 0, 8},
     {"oversize_threshold", OPT_SIZE, &opt.oversize_threshold, 0, (int64_t)1 << 46},
     {"dirty_decay_ms", OPT_SSIZE, &opt.dirty_decay_ms, -1, INT32_MAX},
@@ -63,7 +62,6 @@ static void set_defaults(void)
     opt.tcache_nslots_small_max = 200;
     opt.tcache_nslots_large = 16;
     opt.tcache_large_bytes = (size_t)4 << 20;
-    opt.tcache_large_bytes_total = (size_t)128 << 20;
     opt.lg_tcache_nslots_mul = 1;
     opt.oversize_threshold = (size_t)32 << 20;
     opt.dirty_decay_ms = 10000;

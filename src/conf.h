@@ -24,12 +24,11 @@ typedef struct dpm_opts {
     bool tcache;
     unsigned narenas;                 /* 0: 4 per CPU; at most OPT_NARENAS_MAX */
     size_t tcache_max;
-    size_t tcache_large_bytes;        /* bytes in a thread's large cache */
-    size_t tcache_large_bytes_total;  /* bytes in all threads' large caches */
+    size_t tcache_large_bytes;        /* bytes in one CPU's large cache */
     size_t oversize_threshold;        /* freed blocks this big are purged at once */
     unsigned tcache_nslots_small_min;
     unsigned tcache_nslots_small_max;
-    unsigned tcache_nslots_large;     /* blocks in a thread's large cache */
+    unsigned tcache_nslots_large;     /* blocks in one CPU's large cache */
     unsigned lg_tcache_nslots_mul;
     int64_t dirty_decay_ms;
     int64_t muzzy_decay_ms;

@@ -231,9 +231,12 @@ static int h_tcache_flush(const ctl_call_t *c, const void *arg)
     int err = action_only(c);
     if (err == 0)
         err = tcache_flush_mine();
-    /* what the thread freed may sit in any CPU's cache */
-    if (err == 0)
+    /* what the thread freed may sit in any CPU's cache, large blocks in
+     * any CPU's large cache */
+    if (err == 0) {
         cpu_caches_drain(false);
+        large_caches_flush(false, NULL);
+    }
     return err;
 }
 
@@ -304,9 +307,10 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
     if (err != 0 || a == NULL)
         return err != 0 ? err : ENOENT;
     /* arg "decay": follow the curves; purge also takes the arena's blocks
-     * out of every thread's large cache first, idle threads' included */
+     * out of every CPU's large cache first */
     if (arg == NULL) {
-        tcaches_reclaim(false, a);
+        tcache_reclaim_mine();
+        large_caches_flush(false, a);
         cpu_caches_drain(false);
         arena_release_idle_slabs(a);
     }
@@ -550,6 +554,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.tcache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, tcache_bytes, F_SIZE)},
     {"stats.cpu_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, cpu_cache_bytes, F_SIZE)},
     {"stats.transfer_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, transfer_bytes, F_SIZE)},
+    {"stats.large_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, large_cache_bytes, F_SIZE)},
     {"stats.front_end", "const char *", "r-", h_front_end, NULL},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),

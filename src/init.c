@@ -21,6 +21,7 @@
 #include "types.h"
 #include "numa.h"
 #include "cpu_cache.h"
+#include "large_cache.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -84,6 +85,7 @@ static void prefork(void)
     types_prefork();
     tcaches_prefork();
     cpu_caches_prefork();
+    large_caches_prefork();
     arenas_prefork();
     pages_prefork();
     base_prefork();
@@ -98,6 +100,7 @@ static void postfork_parent(void)
     base_postfork_parent();
     pages_postfork_parent();
     arenas_postfork_parent();
+    large_caches_postfork_parent();
     cpu_caches_postfork_parent();
     tcaches_postfork_parent();
     types_postfork_parent();
@@ -115,6 +118,7 @@ static void postfork_child(void)
     base_postfork_child();
     pages_postfork_child();
     arenas_postfork_child();
+    large_caches_postfork_child();
     cpu_caches_postfork_child();
     tcaches_postfork_child();
     numa_postfork_child();
@@ -168,6 +172,7 @@ static bool init_locked(void)
     tcache_fill_lookup();
     tcache_init_bin_tags();
     tcache_set_small_slots_lazy(cpu_caches_init());
+    large_caches_init();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
     if (arena_get(0) == NULL) {

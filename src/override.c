@@ -285,7 +285,8 @@ LIBC_ENTRY int malloc_trim(size_t pad)
     (void)pad;
     if (!dpm_ready())
         return 0;
-    tcaches_reclaim(false, NULL);
+    tcache_reclaim_mine();
+    large_caches_flush(false, NULL);
     cpu_caches_drain(false);
     size_t pages = 0;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);

@@ -622,7 +622,7 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     if (s->npages > 1)
         map_page(span_end(s) - PAGE, NULL);
     s->npages = npages;
-    /* A block whose slack is cut (tcache_large.c) keeps its usable size;
+    /* A block whose slack is cut (large_cache.h) keeps its usable size;
      * its holder may be reading it meanwhile, so it is not rewritten. */
     if (s->usable != span_end(s) - s->base)
         s->usable = span_end(s) - s->base;

@@ -67,15 +67,6 @@ bool rseq_thread_ready(void)
 #endif
 }
 
-unsigned rseq_cpu_now(void)
-{
-#if DPM_HAVE_RSEQ
-    return __atomic_load_n(&area_here()->cpu_id, __ATOMIC_RELAXED);
-#else
-    return 0;
-#endif
-}
-
 void rseq_fence(int cpu)
 {
     if (cpu >= 0 && fence_one_cpu &&

@@ -44,8 +44,18 @@ bool rseq_init(void);
  * kernel refused. */
 bool rseq_thread_ready(void);
 /* The CPU the calling thread runs on now, per its rseq area (a hint:
- * only a sequence may rely on it). */
-unsigned rseq_cpu_now(void);
+ * only a sequence may rely on it; (unsigned)-1 or -2 where the area is
+ * not registered, 0 without rseq). Inline: the large caches ask on every
+ * put and take. */
+DPM_INLINE unsigned rseq_cpu_now(void)
+{
+#if DPM_HAVE_RSEQ
+    const struct rseq *area = (const struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+    return __atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED);
+#else
+    return 0;
+#endif
+}
 /* Restarts every restartable sequence that runs in the process now, on
  * CPU `cpu` only where the kernel can aim (>= 5.10), else on all: when it
  * returns, every sequence that began before the call has either committed

@@ -83,11 +83,11 @@ typedef struct span {
     size_t requested;        /* bytes last asked for (malloc or realloc) */
     uint32_t size_class;
     uint16_t type_id;        /* typed large blocks: their type tag */
-    uint8_t parked;          /* freed into a thread's large cache (tcache.h) */
-    uint8_t grew;            /* realloc grew it: it goes home when freed (tcache_large.c) */
-    /* Live large blocks: the thread's large cache whose budget holds the
+    uint8_t parked;          /* freed into a CPU's large cache (large_cache.h) */
+    uint8_t grew;            /* realloc grew it: cached whole when freed (large_cache.h) */
+    /* Live large blocks: the CPU's large cache whose budget holds the
      * block's slack, its pages past `usable` (kept for realloc to grow
-     * into, tcache_large.c), or NULL. Written under that cache's lock,
+     * into, large_cache.h), or NULL. Written under that cache's lock,
      * released when cleared: readers of npages load it with acquire. */
     struct large_cache *slack_in;
 

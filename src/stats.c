@@ -9,6 +9,7 @@
 #include "os.h"
 #include "types.h"
 #include "cpu_cache.h"
+#include "large_cache.h"
 #include "transfer.h"
 
 #include <dpmalloc.h>
@@ -194,7 +195,7 @@ static size_t tc_cached_bytes(const tcache_t *tc, size_t *nblocks)
         bytes += __atomic_load_n(&tc->stashes[k].bytes, __ATOMIC_RELAXED);
     if (nblocks != NULL)
         *nblocks += blocks;
-    return bytes + tcache_large_bytes(tc);
+    return bytes;
 }
 
 /* Live thread caches: their counters and the bytes they hold. */
@@ -227,6 +228,15 @@ static void add_cached_block(const void *p, void *arg)
     const arena_t *a = s->arena;
     if (a->index < snap.narenas && snap.arenas[a->index].exists)
         snap.arenas[a->index].tcache_bytes += s->objsize;
+}
+
+/* A large cache's block or slack counts in its arena's tcache_bytes. */
+static void add_large_cached(const span_t *s, size_t bytes, void *arg)
+{
+    (void)arg;
+    const arena_t *a = s->arena;
+    if (a->index < snap.narenas && snap.arenas[a->index].exists)
+        snap.arenas[a->index].tcache_bytes += bytes;
 }
 
 static bool ensure_capacity(unsigned n)
@@ -285,8 +295,10 @@ static uint64_t refresh_locked(void)
     tcaches_for_each_exited(add_exited, NULL);
     tcaches_for_each(add_tcache, NULL);
     cpu_caches_for_each_block(add_cached_block, NULL);
+    large_caches_for_each(add_large_cached, NULL);
     snap.cpu_cache_bytes = cpu_caches_bytes();
     snap.transfer_bytes = transfer_bytes();
+    snap.large_cache_bytes = large_caches_bytes();
     sum_totals();
     snap_taken = true;
     return ++snap.epoch;
@@ -722,7 +734,7 @@ void stats_brief(stats_brief_t *out)
     }
     arenas_iteration_unlock();
     tcaches_for_each(brief_tcache, out);
-    out->tcache_bytes += cpu_caches_bytes() + transfer_bytes();
+    out->tcache_bytes += cpu_caches_bytes() + transfer_bytes() + large_caches_bytes();
     size_t held = out->allocated;   /* blocks out of the bins and page heaps */
     out->allocated = held > out->tcache_bytes ? held - out->tcache_bytes : 0;
     out->metadata = base_mapped_bytes();

@@ -63,7 +63,7 @@ typedef struct arena_snap {
 typedef struct stats_snap {
     uint64_t epoch;
     size_t allocated, active, resident, mapped, retained, metadata, tcache_bytes, reserved;
-    size_t cpu_cache_bytes, transfer_bytes;   /* parts of tcache_bytes */
+    size_t cpu_cache_bytes, transfer_bytes, large_cache_bytes;   /* parts of tcache_bytes */
     unsigned narenas;
     arena_snap_t *arenas;           /* narenas entries */
 } stats_snap_t;

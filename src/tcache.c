@@ -78,7 +78,7 @@ static void bin_layout(tcache_t *tc, unsigned c, void **top, unsigned ncached_ma
 
 void tcache_prefault(void)
 {
-    if (tls_state != THREAD_CACHED)
+    if (tls_state != THREAD_CACHED || tcache_mine() == &tcache_empty)
         return;
     tcache_t *tc = tls_thread.tcache;
     os_populate(tc, sizeof(*tc));
@@ -135,7 +135,7 @@ static void tcache_set_arena(tcache_t *tc, arena_t *a)
 }
 
 /* A cache with fresh counters; slots of a reused cache are kept. */
-static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
+static void tcache_reset(tcache_t *tc, arena_t *arena)
 {
     for (unsigned c = 0; c < g.tcache_nclasses; c++) {
         tc_bin_t *b = &tc->bins[c];
@@ -149,7 +149,7 @@ static void tcache_reset(tcache_t *tc, arena_t *arena, bool recycled)
         tc->stashes[k] = (phased_stash_t){0};
     tcache_set_arena(tc, arena);
     tc->events = tc->gc_next = 0;
-    tcache_large_init(&tc->large, recycled);
+    tc->large_tuned = false;
 }
 
 /* The key's value makes its destructor run at thread exit: the thread's
@@ -200,30 +200,57 @@ arena_t *thread_arena(void)
 
 static void attach(tcache_t *tc);
 
+/* A cache for the calling thread, on the live list and its exit key
+ * (an exited thread's, reused, or a new one), or NULL without memory. */
+static tcache_t *cache_make(arena_t *arena)
+{
+    mutex_lock(&tcaches_lock);
+    tcache_t *tc = list_item(list_pop_front(&tcaches_exited), tcache_t, link);
+    mutex_unlock(&tcaches_lock);
+    if (tc == NULL) {
+        tc = base_alloc(sizeof(tcache_t), CACHELINE);
+        if (tc == NULL || !tcache_alloc_slots(tc))
+            return NULL;
+    }
+    tcache_reset(tc, arena);
+    mutex_lock(&tcaches_lock);
+    list_push_front(&tcaches_live, &tc->link);
+    mutex_unlock(&tcaches_lock);
+    pthread_setspecific(g.thread_key, tc);
+    return tc;
+}
+
+/* Where the CPU caches hold the small blocks (small_slots_lazy), a
+ * thread starts caching with no cache of its own: it costs no memory
+ * until it asks for what only its own cache gives (tcache_make_own). */
 bool tcache_create_for_thread(void)
 {
     if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0 || mutex_all_held_here)
         return false;
-    arena_t *arena = thread_arena();
+    arena_t *arena = thread_arena();   /* also arms the exit hook */
     if (arena == NULL)
         return false;
-    mutex_lock(&tcaches_lock);
-    tcache_t *tc = list_item(list_pop_front(&tcaches_exited), tcache_t, link);
-    mutex_unlock(&tcaches_lock);
-    bool recycled = tc != NULL;
-    if (tc == NULL) {
-        tc = base_alloc(sizeof(tcache_t), CACHELINE);
-        if (tc == NULL || !tcache_alloc_slots(tc))
-            return false;
-    }
-    tcache_reset(tc, arena, recycled);
-    mutex_lock(&tcaches_lock);
-    list_push_front(&tcaches_live, &tc->link);
-    mutex_unlock(&tcaches_lock);
+    tcache_t *tc = NULL;
+    if (!small_slots_lazy && (tc = cache_make(arena)) == NULL)
+        return false;
     tls_state = THREAD_CACHED;
-    pthread_setspecific(g.thread_key, tc);
-    attach(tc);
+    if (tc != NULL)
+        attach(tc);
     return true;
+}
+
+tcache_t *tcache_make_own(void)
+{
+    if (tls_state != THREAD_CACHED)
+        return NULL;
+    if (tcache_mine() != &tcache_empty)
+        return tcache_mine();
+    arena_t *arena = thread_arena();
+    tcache_t *tc = arena != NULL && !mutex_all_held_here ? cache_make(arena) : NULL;
+    if (tc == NULL)
+        return NULL;
+    attach(tc);
+    return tc;
 }
 
 /* The calling thread starts using its cache tc. */
@@ -500,7 +527,6 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
 
 void tcache_flush_all(tcache_t *tc)
 {
-    tcache_large_flush(tc, false, NULL);
     for (unsigned c = 0; c < g.tcache_nclasses; c++)
         flush_oldest(tc, c, tc_bin_count(&tc->bins[c]));
     for (unsigned k = 0; k < TC_PHASED_STASHES; k++)
@@ -536,7 +562,7 @@ int tcache_flush_mine(void)
 {
     if (in_source_callback())
         return EBUSY;
-    if (tls_state != THREAD_CACHED)
+    if (tls_state != THREAD_CACHED || tcache_mine() == &tcache_empty)
         return 0;
     tcache_t *tc = tcache_mine();
     flush_own_uncached(tc);
@@ -557,8 +583,7 @@ void tcache_event(tcache_t *tc)
     if (++tc->events % TC_GC_EVERY != 0 || g.tcache_nclasses == 0)
         return;
     unsigned c = tc->gc_next++ % g.tcache_nclasses;
-    if (c == 0) {   /* once per round over the bins: idle large blocks and stashes go home */
-        tcache_large_flush(tc, true, NULL);
+    if (c == 0) {   /* once per round over the bins: idle stashes go home */
         for (unsigned k = 0; k < TC_PHASED_STASHES; k++) {
             phased_stash_t *st = &tc->stashes[k];
             if (!st->used)
@@ -597,7 +622,9 @@ int thread_bind_arena(arena_t *a)
     if (!arena_bind_thread(a))
         return EINVAL;
     tls_arena_joining = a;
-    if (tls_state == THREAD_CACHED) {
+    /* a thread without a cache of its own makes one on the new arena
+     * (thread_front_keep_own) */
+    if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty) {
         tcache_t *tc = tcache_mine();
         flush_own_uncached(tc);
         tcache_set_arena(tc, a);
@@ -623,7 +650,7 @@ int thread_tcache_enable(bool on)
     if (tc == &tcache_empty)
         tc = NULL;
     if (!on) {
-        if (tls_state == THREAD_CACHED)
+        if (tls_state == THREAD_CACHED && tc != NULL)
             flush_own_uncached(tc);
         if (tls_state != THREAD_EXITING)
             tls_state = THREAD_NOCACHE;
@@ -652,9 +679,27 @@ int thread_ncached_max_get(size_t size, size_t *out)
         *out = c >= g.tcache_nclasses           ? 0
                : tcache_mine()->stats[c].cap == 0 ? nslots_for_class(c)
                                                   : tcache_mine()->bins[c].ncached_max;
+    else if (large_cache_default_slots(size) == 0)
+        *out = 0;
     else
-        *out = tcache_large_slots_for(tcache_mine(), size);
+        *out = tcache_mine()->large_tuned ? tcache_mine()->large_max[large_cache_class_index(size)]
+                                          : large_cache_default_slots(size);
     return 0;
+}
+
+/* The thread's own limits for the large classes with a size in [lo, hi]
+ * (the others keep tcache_nslots_large), applied by its puts into the
+ * CPUs' large caches. */
+static void large_limits_set(tcache_t *tc, size_t lo, size_t hi, unsigned n)
+{
+    for (unsigned k = 0; k < LARGE_CACHE_CLASSES; k++) {
+        size_t size = sc_size(NSMALL + k);
+        if (!tc->large_tuned)
+            tc->large_max[k] = (uint8_t)large_cache_default_slots(size);
+        if (size >= lo && size <= hi && large_cache_default_slots(size) != 0)
+            tc->large_max[k] = (uint8_t)n;
+    }
+    tc->large_tuned = true;
 }
 
 int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
@@ -667,15 +712,17 @@ int thread_ncached_max_set(size_t size_lo, size_t size_hi, unsigned n)
         tcache_create_for_thread();
     if (tls_state != THREAD_CACHED)
         return EPERM;
-    /* The large cache holds TC_LARGE_SLOTS_MAX blocks in all: a larger n
-     * for a class it holds is refused before anything changes, never cut
-     * down to what fits. */
-    bool large = tcache_large_range_cached(size_lo, size_hi);
-    if (large && n > TC_LARGE_SLOTS_MAX)
+    if (tcache_make_own() == NULL)
+        return ENOMEM;
+    /* A large cache holds LARGE_SLOTS_MAX blocks in all: a larger n for a
+     * class it holds is refused before anything changes, never cut down
+     * to what fits. */
+    bool large = large_cache_range_cached(size_lo, size_hi);
+    if (large && n > LARGE_SLOTS_MAX)
         return EINVAL;
     tcache_t *tc = tcache_mine();
     if (large)   /* each large class in the range: its own limit */
-        tcache_large_set_slots(tc, size_lo, size_hi, n);
+        large_limits_set(tc, size_lo, size_hi, n);
     /* uncached while a bin is emptied and laid out again: a page source's
      * callback run by the flush must not push blocks into it */
     cache_suspend();
@@ -797,48 +844,29 @@ static size_t flush_small(tcache_t *tc)
     return bytes;
 }
 
-size_t tcaches_reclaim(bool idle_only, const arena_t *only)
+size_t tcache_reclaim_mine(void)
 {
-    size_t sent = 0;
-    tcache_t *own = tls_state == THREAD_CACHED ? tcache_mine() : NULL;
     /* Not from inside a page source's callback (one may ask for
      * arena.<i>.purge): the slabs the flush empties become runs whose
      * purge calls the source again, whose callback asks again, and so
      * on without end. The cache is flushed by the next call made outside. */
-    if (own != NULL && !idle_only && ph_source_calls_here == 0)
-        sent += flush_small(own);
-    mutex_lock(&tcaches_lock);
-    list_for_each(tcache_t, tc, &tcaches_live, link)
-        sent += tcache_large_flush(tc, idle_only, only);
-    mutex_unlock(&tcaches_lock);
-    return sent;
+    if (tls_state != THREAD_CACHED || tcache_mine() == &tcache_empty || ph_source_calls_here != 0)
+        return 0;
+    return flush_small(tcache_mine());
 }
 
-/* The list lock, then every live cache's large-cache lock: a reclaimer
- * holds one while it sends blocks home, and the child must not inherit it
- * held. */
-void tcaches_prefork(void)
-{
-    mutex_lock(&tcaches_lock);
-    list_for_each(tcache_t, tc, &tcaches_live, link)
-        mutex_lock(&tc->large.lock);
-}
+/* The list lock: the child must not inherit it held. */
+void tcaches_prefork(void) { mutex_lock(&tcaches_lock); }
 
-void tcaches_postfork_parent(void)
-{
-    list_for_each(tcache_t, tc, &tcaches_live, link)
-        mutex_unlock(&tc->large.lock);
-    mutex_unlock(&tcaches_lock);
-}
+void tcaches_postfork_parent(void) { mutex_unlock(&tcaches_lock); }
 
 void tcaches_postfork_child(void)
 {
     mutex_init(&tcaches_lock);
-    /* Only the forking thread lives on. The other threads' large caches
-     * were locked by prefork, so they are whole: their blocks go home (the
-     * arenas work again by now). Their small bins may have been in the
-     * middle of a push or pop: those blocks are lost to the child, as in
-     * every thread-caching allocator, and the caches are reused empty. */
+    /* Only the forking thread lives on. The other threads' small bins
+     * may have been in the middle of a push or pop: those blocks are lost
+     * to the child, as in every thread-caching allocator, and the caches
+     * are reused empty. */
     tcache_t *survivor = tls_exiting_cache;
     if (tls_state == THREAD_CACHED || tls_state == THREAD_NOCACHE) {
         tcache_t *tc = pthread_getspecific(g.thread_key);
@@ -850,12 +878,10 @@ void tcaches_postfork_child(void)
     list_node_t *n;
     while ((n = list_pop_front(&dead)) != NULL) {
         tcache_t *tc = list_item(n, tcache_t, link);
-        mutex_reinit(&tc->large.lock);
         if (tc == survivor) {
             list_push_front(&tcaches_live, &tc->link);
             continue;
         }
-        tcache_large_flush(tc, false, NULL);
         list_push_front(&tcaches_exited, &tc->link);
     }
     /* arenas_postfork_child zeroed the counts: the thread's own arena,

@@ -8,6 +8,10 @@
  * bound to their arena (see below).
  * Caches are trimmed by low water: every few slow-path events one bin
  * gives back 3/4 of the blocks it did not need since its last trim.
+ * Large blocks are not here: they go to the CPUs' large caches
+ * (large_cache.h), whichever front end a thread uses. Where the CPU
+ * caches run, a thread makes its cache only when it needs one of its own
+ * (tcache_make_own).
  *
  * The fast paths are inline in alloc.h; this room owns the slow halves,
  * creation at a thread's first allocation, binding to arenas, tuning,
@@ -20,6 +24,7 @@
 
 #include "annotate.h"
 #include "arena.h"
+#include "large_cache.h"
 
 /* Indexed by a span's tcache_class, which is TC_NONE (255) for blocks no
  * cache takes: bin 255 is always empty and full. The free fast path
@@ -118,32 +123,6 @@ typedef struct phased_stash {
     void *objs[TC_PHASED_BATCH];
 } phased_stash_t;
 
-/* Freed large blocks (classes from 16 KiB up to tcache_max), oldest first,
- * within the byte budgets; see tcache_large.c. */
-#define TC_LARGE_SLOTS_MAX 64
-/* Large classes with a per-class limit: those a thread cache can hold. */
-#define TC_LARGE_CLASSES (TC_MAX_CLASSES - NSMALL)
-typedef struct large_cache {
-    /* The first line holds what a put, a take and a resize into slack
-     * read (they often run with a cold cache), with the oldest blocks. */
-    uint8_t n, nslots;           /* nslots <= TC_LARGE_SLOTS_MAX */
-    bool used;                   /* a put or take since the last reclaim pass */
-    uint32_t takes;              /* owner only: paces arena decay ticks */
-    size_t bytes;                /* usable bytes held (read racily by stats) */
-    size_t reserved;             /* bytes of tcache_large_bytes_total it holds */
-    span_t *slack;               /* the live block whose slack `bytes` counts, or NULL */
-    size_t slack_bytes;          /* its pages past its usable bytes */
-    span_t *blocks[TC_LARGE_SLOTS_MAX];
-    /* Per large class (index: class - NSMALL; a grown block counts in the
-     * class its usable size rounds up to): blocks held, and at most how
-     * many (thread.tcache.ncached_max.write; nslots by default). */
-    uint8_t class_n[TC_LARGE_CLASSES];
-    uint8_t class_max[TC_LARGE_CLASSES];
-    /* the owner on every op (elided while the process has one thread,
-     * uncounted: nothing reports it), and reclaimers */
-    dpm_mutex_t lock;
-} CACHE_ALIGNED large_cache_t;
-
 typedef struct tcache {
     /* Set at creation and exit only, so it may share the line a free
      * reads first. */
@@ -161,8 +140,13 @@ typedef struct tcache {
     uint32_t gc_next;
     tc_bin_stats_t stats[TC_MAX_CLASSES];
     slow_samples_t samples;
-    large_cache_t large;
+    /* thread.tcache.ncached_max for the large classes: the thread's own
+     * limit per class in the CPUs' large caches (large_tuned; otherwise
+     * tcache_nslots_large each) */
+    bool large_tuned;
+    uint8_t large_max[LARGE_CACHE_CLASSES];
 } CACHE_ALIGNED tcache_t;
+_Static_assert(TC_MAX_CLASSES - NSMALL == LARGE_CACHE_CLASSES, "the large caches count the large classes a bin names");
 
 /* Indexed by the size itself, the offset in tcache_t.bins of the bin of
  * the size's class (class * sizeof(tc_bin_t)): the malloc fast path gets
@@ -344,9 +328,15 @@ void tcache_set_small_slots_lazy(bool lazy);
  * starts using its own cache); false without memory (those bins stay
  * empty and full: their blocks bypass the cache). */
 bool tcache_ensure_slots(tcache_t *tc);
-/* Gives the calling thread a cache; false if it cannot (exiting, OOM,
+/* Starts caching for the calling (THREAD_NEW) thread: THREAD_CACHED,
+ * with its own cache where the CPU caches do not run, with none (it
+ * keeps &tcache_empty) where they do; false if it cannot (exiting, OOM,
  * disabled). */
 bool tcache_create_for_thread(void);
+/* The calling THREAD_CACHED thread's own cache, made now if it has none
+ * (a thread on the CPU caches that needs a stash, a binding, tuned bins);
+ * NULL without memory or outside THREAD_CACHED. */
+tcache_t *tcache_make_own(void);
 /* Bin c is empty: fills it and returns one block, or NULL. */
 void *tcache_alloc_miss(tcache_t *tc, unsigned c);
 /* Bin c (< TC_MAX_CLASSES) is full: flushes half of it and pushes p
@@ -366,67 +356,11 @@ void tcache_init_bin_tags(void);
 /* A block of phased bin `bin` from the calling thread's stash, refilled
  * in a batch when empty; NULL when the bin has nothing to give. */
 void *tcache_phased_alloc(tcache_t *tc, bin_t *bin);
-/* The large cache (tcache_large.c). A fresh, empty one; `recycled`: it
- * belonged to an exited thread, and its lock (which a thread holding one
- * of that thread's blocks with slack may still be taking) is kept. */
-void tcache_large_init(large_cache_t *lc, bool recycled);
-/* Keeps freed large block s in tc's large cache, sending older blocks
- * home to stay within the budgets; false if s does not qualify (not a
- * whole class-sized block of tc's automatic arena, over a budget). */
-bool tcache_large_put(tcache_t *tc, span_t *s);
-/* A cached block of size's class c (sc_of_size(size), page aligned), or
- * NULL. */
-void *tcache_large_take(tcache_t *tc, size_t size, unsigned c);
-/* A cached block that realloc grew, cut down to what a fresh block of
- * size bytes gets (page aligned; sizes below the large classes too), or
- * NULL: the start of a new chain of growth. */
-void *tcache_large_take_grown(tcache_t *tc, size_t size);
-/* Realloc of live large block s to size bytes, where s may have slack:
- * true if the slack served it (s->usable is now what a fresh block of
- * size gets, and the pages were already s's); otherwise the slack, if
- * any, is given to s (s->usable covers all its pages again) and the
- * caller resizes as usual. */
-bool tcache_large_slack_resize(span_t *s, size_t size);
-/* tcache_large_slack_resize for a growth (size > s->usable) of a block
- * whose slack sits in the calling thread's own cache: true if the slack
- * served it; false (the slack left as it was) if it is too small, or a
- * reclaimer cut it meanwhile. */
-bool tcache_large_slack_grow(span_t *s, size_t size);
-/* tcache_large_slack_detach's locked part. */
-void tcache_large_slack_end(span_t *s);
-/* Gives live large block s all its pages as usable bytes, ending its
- * slack, if it has some: before it is freed or resized in the page heap.
- * Inline: most blocks have none, and every free of a large block asks. */
-DPM_INLINE void tcache_large_slack_detach(span_t *s)
-{
-    if (__atomic_load_n(&s->slack_in, __ATOMIC_ACQUIRE) != NULL)
-        tcache_large_slack_end(s);
-}
-/* Sends tc's large blocks home (those of arena `only`, or all if NULL);
- * idle_only: only if the cache was not used since the last such call.
- * Any thread may call it. Returns the usable bytes sent home. */
-size_t tcache_large_flush(tcache_t *tc, bool idle_only, const arena_t *only);
-size_t tcache_large_bytes(const tcache_t *tc);
-/* How many blocks of size's class tc's large cache may hold (0: the
- * class is not cached). */
-unsigned tcache_large_slots_for(const tcache_t *tc, size_t size);
-/* Whether a large class with a size in [lo, hi] is one the large cache
- * holds (thread.tcache.ncached_max.write checks its n against
- * TC_LARGE_SLOTS_MAX before changing anything). */
-bool tcache_large_range_cached(size_t lo, size_t hi);
-/* thread.tcache.ncached_max.write for the large classes with a size in
- * [lo, hi] (n <= TC_LARGE_SLOTS_MAX): each may hold n blocks; the cache's
- * total grows to n if it was smaller. Flushes the cache first. */
-void tcache_large_set_slots(tcache_t *tc, size_t lo, size_t hi, unsigned n);
-/* Sends cached memory home and returns the bytes sent: the large
- * caches of every live thread (tcache_large_flush, under each cache's
- * lock; those of arena `only`, or all if NULL) and, unless idle_only, the
- * calling thread's own small bins. Another thread's small bins are never
+/* Sends the calling thread's small bins and stashes home (malloc_trim,
+ * arena.<i>.purge) and returns the bytes. Another thread's are never
  * touched: its fast paths take no lock, so only its owner may move them.
- * idle_only: only large caches unused since the previous call
- * (background thread); otherwise at once (malloc_trim,
- * arena.<i>.purge). */
-size_t tcaches_reclaim(bool idle_only, const arena_t *only);
+ * Nothing from inside a page source's callback. */
+size_t tcache_reclaim_mine(void);
 /* Empties every bin of tc back to the arenas. */
 void tcache_flush_all(tcache_t *tc);
 /* Empties the calling thread's cache (if it has one in use) so that it

@@ -15,6 +15,7 @@
  */
 #include "test.h"
 
+#include <sched.h>
 #include <dpmalloc.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -411,8 +412,8 @@ static bool opt_bool(const char *name)
     return dpm_ctl(name, &v, &len, NULL, 0) == 0 && v;
 }
 
-/* The spare slot belongs to the thread cache and stands aside for the
- * junk and zero options. */
+/* The large caches stand aside for the tcache:false, junk and zero
+ * options. */
 static bool large_cache_in_use(void)
 {
     return opt_bool("opt.tcache") && !opt_bool("opt.junk") && !opt_bool("opt.zero");
@@ -443,10 +444,10 @@ static uint64_t arena_lock_ops(void)
     return v;
 }
 
-/* The thread cache's large blocks (src/tcache_large.c): a freed large
- * block serves the thread's next request of its class, whole classes
- * only (usable at most a quarter over the request); the cache stays
- * within tcache_large_bytes; same-size loops of big blocks run from it
+/* The large caches (src/large_cache.c, one per CPU; the thread is
+ * pinned): a freed large block serves the next request of its class,
+ * whole classes only (usable at most a quarter over the request); the
+ * cache stays within tcache_large_bytes; same-size loops of big blocks run from it
  * without the arena lock, and grow-by-realloc loops grow in place (blocks
  * that grew go home, where the next chain finds room after them); a
  * shrink gives the tail back; thread.tcache.flush sends the blocks home. */
@@ -729,8 +730,19 @@ TEST(random_mixed)
     }
 }
 
+/* Large blocks sit in the large cache of the CPU that freed them: pinned
+ * to the CPU it runs on, the thread's frees and mallocs meet one cache. */
+static void pin_to_this_cpu(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(sched_getcpu(), &set);
+    (void)sched_setaffinity(0, sizeof set, &set);
+}
+
 int main(void)
 {
+    pin_to_this_cpu();
     RUN(malloc_basic);
     RUN(malloc_zero_unique);
     RUN(huge_sizes_enomem);

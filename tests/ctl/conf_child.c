@@ -32,7 +32,6 @@ static const ctl_node_t opt_nodes[] = {
     {"opt.tcache_nslots_small_max", "unsigned"},
     {"opt.tcache_nslots_large", "unsigned"},
     {"opt.tcache_large_bytes", "size_t"},
-    {"opt.tcache_large_bytes_total", "size_t"},
     {"opt.lg_tcache_nslots_mul", "unsigned"},
     {"opt.oversize_threshold", "size_t"},
     {"opt.dirty_decay_ms", "ssize_t"},

@@ -255,7 +255,6 @@ TEST(range_ends_accepted)
         {"tcache_nslots_large:64", "opt.tcache_nslots_large", "64"},
         {"tcache_large_bytes:0", "opt.tcache_large_bytes", "0"},
         {"tcache_large_bytes:1073741824", "opt.tcache_large_bytes", "1073741824"},
-        {"tcache_large_bytes_total:0", "opt.tcache_large_bytes_total", "0"},
         {"lg_tcache_nslots_mul:0", "opt.lg_tcache_nslots_mul", "0"},
         {"lg_tcache_nslots_mul:8", "opt.lg_tcache_nslots_mul", "8"},
         {"dirty_decay_ms:-1", "opt.dirty_decay_ms", "-1"},

@@ -22,8 +22,14 @@
  *   - stats.tcache_bytes with 1000 threads <= 2 x the small phase's figure,
  *     or PERCPU x NCPU when that is larger (how full the CPU caches happen
  *     to be varies; growth past what the CPUs can hold may not happen);
+ *   - stats.tcache_bytes <= stats.cpu_cache_bytes + stats.transfer_bytes
+ *     at the 1000-thread barrier: the threads hold no cached bytes;
+ *   - stats.metadata grows by at most 4 MiB from the small phase to the
+ *     1000-thread barrier: threads on the CPU caches make no cache of
+ *     their own (a tcache_t is some 14 KiB; 1000 of them made 12 MiB);
  *   - after malloc_trim(0), with the 1000 threads still waiting:
- *     stats.cpu_cache_bytes == 0 and stats.transfer_bytes == 0.
+ *     stats.cpu_cache_bytes == 0, stats.transfer_bytes == 0 and
+ *     stats.tcache_bytes == 0.
  * In mode "thread" (percpu:false) each thread keeps its own cache: the
  * figures are printed and no bound is checked. A build without
  * stats.front_end (or, in mode "cpu", without one of the statistics
@@ -78,8 +84,8 @@ static int stat_size(const char *name, size_t *v)
 /* The statistics one reading takes; rc_* is dpm_ctl's result per name. */
 struct reading {
     double rss;
-    size_t tcache, cpu, transfer;
-    int rc_tcache, rc_cpu, rc_transfer;
+    size_t tcache, cpu, transfer, metadata;
+    int rc_tcache, rc_cpu, rc_transfer, rc_metadata;
 };
 
 static void take(struct reading *r)
@@ -87,6 +93,7 @@ static void take(struct reading *r)
     r->rc_tcache = stat_size("stats.tcache_bytes", &r->tcache);
     r->rc_cpu = stat_size("stats.cpu_cache_bytes", &r->cpu);
     r->rc_transfer = stat_size("stats.transfer_bytes", &r->transfer);
+    r->rc_metadata = stat_size("stats.metadata", &r->metadata);
     r->rss = rss_mib();
 }
 
@@ -104,6 +111,7 @@ static void print_reading(const char *when, const struct reading *r)
     print_size("tcache_bytes", r->rc_tcache, r->tcache);
     print_size("cpu_cache_bytes", r->rc_cpu, r->cpu);
     print_size("transfer_bytes", r->rc_transfer, r->transfer);
+    print_size("metadata", r->rc_metadata, r->metadata);
     printf("\n");
     fflush(stdout);
 }
@@ -354,6 +362,29 @@ int main(void)
           "%zu, expected 0", trimmed_r.cpu);
     CHECK(trimmed_r.transfer == 0, "after malloc_trim(0), 1000 idle threads: "
           "stats.transfer_bytes %zu, expected 0", trimmed_r.transfer);
+    /* every cache: thread caches hold nothing and the large caches were
+     * emptied too */
+    CHECK(trimmed_r.tcache == 0, "after malloc_trim(0), 1000 idle threads: stats.tcache_bytes %zu, "
+          "expected 0", trimmed_r.tcache);
+    /* The threads hold no cached bytes at all: every cached byte is in a
+     * CPU or transfer cache (their small blocks; nothing large went
+     * through). A background pass may drain a CPU cache between the two
+     * sums of one reading, so a few readings are taken. */
+    bool only_cpu = many_r.tcache <= many_r.cpu + many_r.transfer;
+    for (int i = 0; i < 3 && !only_cpu; i++) {
+        struct reading again;
+        take(&again);
+        only_cpu = again.tcache <= again.cpu + again.transfer;
+    }
+    CHECK(only_cpu, "1000 idle threads: stats.tcache_bytes %.2f MiB > CPU caches %.2f MiB + transfer "
+          "caches %.2f MiB: threads hold cached blocks", mib(many_r.tcache), mib(many_r.cpu),
+          mib(many_r.transfer));
+    /* and no cache of their own: a thread's cache (its tcache_t, some 14
+     * KiB of metadata) is made only for a thread that needs one, which
+     * none of these does */
+    CHECK(many_r.rc_metadata == 0 && small_r.rc_metadata == 0, "stats.metadata unreadable");
+    CHECK(many_r.metadata <= small_r.metadata + 4 * MiB, "stats.metadata grew by %.2f MiB from %d to "
+          "1000 threads: more than 4 KiB per thread", mib(many_r.metadata - small_r.metadata), nsmall);
     if (fails == 0)
         printf("ok: mode cpu, cached memory bounded and independent of the thread count\n");
     return fails ? 1 : 0;

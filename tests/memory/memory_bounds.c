@@ -9,9 +9,9 @@
  *   condition variable (dirty_decay_ms:0,muzzy_decay_ms:0,
  *   background_thread:true): RSS 2 s later, and after malloc_trim(0), is
  *   within 8 MiB of the baseline;
- * - idle_cached: 4 threads each free three 1 MiB blocks their large caches
- *   keep,
- *   and go idle (dirty_decay_ms:500, background thread): RSS is back within
+ * - idle_cached: 4 threads each free three 1 MiB blocks the CPUs' large
+ *   caches keep (tcache_large_bytes:16777216, so that 12 MiB fits in the
+ *   cache of one CPU), and go idle (dirty_decay_ms:500, background thread): RSS is back within
  *   8 MiB of the baseline within two decay periods plus the background
  *   thread's passes, and malloc_trim(0) (default decay: 10 s) brings it
  *   back at once and returns 1, and 0 when there is nothing left;
@@ -24,7 +24,7 @@
  *   thread allocated) takes the bin lock in batches (fewer than 1 per 20
  *   frees), as an allocating thread does;
  * - the cache bounds docs/design.md states hold (small bins' slots x sizes,
- *   the large cache's budget and cap).
+ *   each CPU's large cache's budget).
  *
  * usage: test_memory_bounds   (re-executes itself for each child)
  */
@@ -49,8 +49,11 @@ static int idle_ready, idle_release;
 static size_t idle_block;
 static int idle_rounds;
 
-/* Allocates idle_rounds blocks of idle_block bytes, touches and frees
+/* Allocates idle_rounds blocks of idle_block bytes, touches them, waits
+ * until every thread holds its blocks (a thread's malloc would otherwise
+ * take a block another thread freed into their CPU's large cache), frees
  * them, then blocks until released. */
+static pthread_barrier_t all_allocated;
 static void *free_then_idle(void *arg)
 {
     (void)arg;
@@ -59,6 +62,7 @@ static void *free_then_idle(void *arg)
         live[i] = malloc(idle_block);
         touch(live[i], idle_block);
     }
+    pthread_barrier_wait(&all_allocated);
     for (int i = 0; i < idle_rounds; i++)
         free(live[i]);
     pthread_mutex_lock(&idle_lock);
@@ -73,6 +77,7 @@ static void *free_then_idle(void *arg)
 /* Starts 4 idle threads; returns when each has freed its blocks. */
 static void start_idle_threads(pthread_t *t)
 {
+    pthread_barrier_init(&all_allocated, NULL, 4);
     for (int i = 0; i < 4; i++)
         pthread_create(&t[i], NULL, free_then_idle, NULL);
     pthread_mutex_lock(&idle_lock);
@@ -284,7 +289,7 @@ TEST(idle_threads_give_memory_back)
 
 TEST(idle_thread_caches_reclaimed)
 {
-    if (!run_mode("idle_cached", "dirty_decay_ms:500,muzzy_decay_ms:0,background_thread:true"))
+    if (!run_mode("idle_cached", "dirty_decay_ms:500,muzzy_decay_ms:0,background_thread:true,tcache_large_bytes:16777216"))
         return;
     size_t base = kv("base");
     EXPECT(kv("cached") >= 8 * MiB, "the idle threads' caches hold %zu bytes: the test does not exercise them",
@@ -293,7 +298,7 @@ TEST(idle_thread_caches_reclaimed)
     /* within two decay periods (1000 ms) */
     EXPECT(fell >= 0 && fell <= 1000, "idle cached blocks: RSS back within 8 MiB after %d ms (final %zu MiB, base %zu)",
            fell, kv("final") / MiB, base / MiB);
-    if (!run_mode("idle_cached_trim", "background_thread:false"))
+    if (!run_mode("idle_cached_trim", "background_thread:false,tcache_large_bytes:16777216"))
         return;
     base = kv("base");
     EXPECT(kv("idle_start") >= base + 8 * MiB, "the idle threads hold only %zu MiB", (kv("idle_start") - base) / MiB);
@@ -330,9 +335,9 @@ TEST(consumer_thread_frees_in_batches)
 }
 
 /* docs/design.md: with the defaults a thread's small bins hold at most
- * 2.4 MiB (slots x class size over every small class), its large cache at
- * most tcache_large_bytes (4 MiB), all threads' large caches at most
- * tcache_large_bytes_total (128 MiB). */
+ * 2.4 MiB (slots x class size over every small class), each CPU's large
+ * cache at most tcache_large_bytes (4 MiB), so all of them at most CPUs x
+ * 4 MiB, however many threads free. */
 TEST(documented_cache_bounds)
 {
     free(malloc(16));
@@ -348,13 +353,12 @@ TEST(documented_cache_bounds)
         total += n * size;
     }
     EXPECT(total > 1 * MiB && total <= 2.5 * MiB, "small bins bound %zu bytes, documented 2.4 MiB", total);
-    size_t budget = 0, cap = 0, len = sizeof budget;
+    size_t budget = 0, len = sizeof budget;
     dpm_ctl("opt.tcache_large_bytes", &budget, &len, NULL, 0);
-    len = sizeof cap;
-    dpm_ctl("opt.tcache_large_bytes_total", &cap, &len, NULL, 0);
     EXPECT_EQ_U(budget, 4 * MiB);
-    EXPECT_EQ_U(cap, 128 * MiB);
-    /* the per-thread budget holds whatever is freed */
+    /* the per-CPU budgets hold whatever is freed (the thread may move
+     * between CPUs meanwhile) */
+    size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
     size_t before = 0, after = 0;
     len = sizeof before;
     uint64_t epoch = 1;
@@ -369,8 +373,8 @@ TEST(documented_cache_bounds)
     dpm_ctl("epoch", &epoch, &elen, &epoch, sizeof epoch);
     len = sizeof after;
     dpm_ctl("stats.tcache_bytes", &after, &len, NULL, 0);
-    EXPECT(after <= before + budget, "40 large frees: the cache grew by %zu bytes, budget %zu", after - before,
-           budget);
+    EXPECT(after <= before + budget * cpus, "40 large frees: the caches grew by %zu bytes, budget %zu x %zu CPUs",
+           after - before, budget, cpus);
 }
 
 int main(int argc, char **argv)

@@ -6,6 +6,7 @@
  * cache's total (tcache_nslots_large) raises the total, so the class really holds it.
  * thread.tcache.ncached_max.read_sizeclass reports each class's own limit.
  * run: test_r24_ncached_large (default options) */
+#include <sched.h>
 #include <dpmalloc.h>
 
 #include <errno.h>
@@ -48,8 +49,19 @@ static size_t keeps(size_t size, unsigned k)
     return cached_bytes() - before;
 }
 
+/* Large blocks sit in the large cache of the CPU that freed them: pinned
+ * to the CPU it runs on, the thread's frees and mallocs meet one cache. */
+static void pin_to_this_cpu(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(sched_getcpu(), &set);
+    (void)sched_setaffinity(0, sizeof set, &set);
+}
+
 int main(void)
 {
+    pin_to_this_cpu();
     setvbuf(stdout, NULL, _IONBF, 0);
     free(malloc(1));
     const size_t K16 = 16384, K32 = 32768, M1 = 1 << 20, M2 = 2 << 20;
