@@ -528,10 +528,34 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
 /* Every CPU the thread may run on: it may be moved between the reserve
  * and its allocations (hugepages_reserve found a fault on the CPU it was
  * moved to). A thread pinned to one CPU (a DPDK lcore) makes one. */
+/* The sequences' descriptors and abort handlers (CPU_RSEQ_PROLOGUE) sit in
+ * sections of their own in whichever object inlined them (this library,
+ * or the program that linked it statically); the linker names their
+ * bounds. The kernel reads a descriptor, and the signature before its
+ * abort handler, when it preempts a thread inside that sequence: the
+ * first such read of a page takes a minor fault, inside whatever the
+ * thread was doing (a reserve promises none). Weak: a build whose
+ * sequences were never inlined has no such sections. */
+extern const char __start___rseq_cs[] __attribute__((weak, visibility("hidden")));
+extern const char __stop___rseq_cs[] __attribute__((weak, visibility("hidden")));
+extern const char __start___rseq_failure[] __attribute__((weak, visibility("hidden")));
+extern const char __stop___rseq_failure[] __attribute__((weak, visibility("hidden")));
+
+static void touch_pages(const char *lo, const char *hi)
+{
+    if (lo == NULL || hi == NULL)
+        return;
+    size_t kp = os_page_size();
+    for (uintptr_t a = (uintptr_t)lo & ~(uintptr_t)(kp - 1); a < (uintptr_t)hi; a += kp)
+        (void)*(const volatile char *)(a < (uintptr_t)lo ? lo : (const char *)a);
+}
+
 void cpu_cache_prefault(void)
 {
     if (!cpu_caches_on)
         return;
+    touch_pages(__start___rseq_cs, __stop___rseq_cs);
+    touch_pages(__start___rseq_failure, __stop___rseq_failure);
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
         CPU_ZERO(&allowed);

@@ -284,8 +284,10 @@ int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
     }
     lock_elided_t held = mutex_lock_elidable(&a->lock);
     bool ok = ph_add_segment(&a->ph, m, bytes, true, false, true);
-    if (ok)
+    if (ok) {
         warm_metadata(a, (uintptr_t)m, bytes);
+        ph_populate_active(&a->ph);
+    }
     mutex_unlock_elidable(&a->lock, held);
     if (!ok) {
         os_unmap(m, bytes);

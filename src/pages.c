@@ -1001,6 +1001,23 @@ bool ph_check(page_heap_t *ph)
     return true;
 }
 
+/* Makes every page of ph's slabs and large blocks resident: a reserve's
+ * promise (allocations take no fault) covers the blocks of slabs made
+ * before it, which a CPU cache's fill hands out untouched. MADV_POPULATE_WRITE
+ * only: these pages are live, so the touch fallback of os_prefault, a read
+ * and a write back, could undo another thread's store. */
+void ph_populate_active(page_heap_t *ph)
+{
+    list_for_each(const segment_t, seg, &ph->segments, link) {
+        for (size_t i = seg->first_page; i < seg->npages;) {
+            const span_t *s = radix_span(seg->base + (i << LG_PAGE));
+            if (s->kind == SPAN_SLAB || s->kind == SPAN_LARGE)
+                os_populate((void *)s->start, s->npages << LG_PAGE);
+            i += s->npages;
+        }
+    }
+}
+
 /* ---- fork -------------------------------------------------------------- */
 
 void pages_prefork(void) { mutex_lock(&radix_write_lock); }

@@ -183,6 +183,9 @@ void *ph_source_alloc(const page_source_t *src, size_t size, bool *zeroed);
  * never purged or unmapped). False if out of metadata: the caller gives
  * mem back. */
 bool ph_add_segment(page_heap_t *ph, void *mem, size_t size, bool zeroed, bool sourced, bool reserved);
+/* Makes the pages of ph's slabs and large blocks resident (dpm_reserve),
+ * where the kernel can populate (Linux 5.14). Caller holds the arena lock. */
+void ph_populate_active(page_heap_t *ph);
 /* Lock held: moves the segments waiting on to_give_back into *out. */
 void ph_take_given_back(page_heap_t *ph, list_t *out);
 /* No lock held: hands every segment of list to src->free (or drops them
