@@ -76,6 +76,15 @@ unsigned rseq_cpu_now(void)
 #endif
 }
 
+int rseq_cpu_id(void)
+{
+#if DPM_HAVE_RSEQ
+    return (int)__atomic_load_n(&area_here()->cpu_id, __ATOMIC_RELAXED);
+#else
+    return -1;
+#endif
+}
+
 void rseq_fence(int cpu)
 {
     if (cpu >= 0 && fence_one_cpu &&

@@ -46,6 +46,10 @@ bool rseq_thread_ready(void);
 /* The CPU the calling thread runs on now, per its rseq area (a hint:
  * only a sequence may rely on it). */
 unsigned rseq_cpu_now(void);
+/* The kernel's cpu_id in the calling thread's area: the CPU it runs on
+ * now (a hint) where the area is registered, negative where it is not
+ * (or where rseq is not compiled), for callers with another way to ask. */
+int rseq_cpu_id(void);
 /* Restarts every restartable sequence that runs in the process now, on
  * CPU `cpu` only where the kernel can aim (>= 5.10), else on all: when it
  * returns, every sequence that began before the call has either committed
