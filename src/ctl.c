@@ -6,6 +6,7 @@
  */
 #include "ctl.h"
 #include "alloc.h"
+#include "typed_cache.h"
 #include "background.h"
 #include "conf.h"
 #include "global.h"
@@ -232,8 +233,10 @@ static int h_tcache_flush(const ctl_call_t *c, const void *arg)
     if (err == 0)
         err = tcache_flush_mine();
     /* what the thread freed may sit in any CPU's cache */
-    if (err == 0)
+    if (err == 0) {
         cpu_caches_drain(false);
+        typed_caches_drain(false);
+    }
     return err;
 }
 
@@ -308,6 +311,7 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
     if (arg == NULL) {
         tcaches_reclaim(false, a);
         cpu_caches_drain(false);
+        typed_caches_drain(false);
         arena_release_idle_slabs(a);
     }
     arena_decay_now(a, arg == NULL);

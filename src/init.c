@@ -21,6 +21,7 @@
 #include "types.h"
 #include "numa.h"
 #include "cpu_cache.h"
+#include "typed_cache.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -83,6 +84,7 @@ static void prefork(void)
     background_prefork();
     stats_prefork();
     types_prefork();
+    typed_caches_prefork();
     tcaches_prefork();
     cpu_caches_prefork();
     arenas_prefork();
@@ -101,6 +103,7 @@ static void postfork_parent(void)
     arenas_postfork_parent();
     cpu_caches_postfork_parent();
     tcaches_postfork_parent();
+    typed_caches_postfork_parent();
     types_postfork_parent();
     stats_postfork_parent();
     background_postfork_parent();
@@ -119,6 +122,7 @@ static void postfork_child(void)
     cpu_caches_postfork_child();
     tcaches_postfork_child();
     numa_postfork_child();
+    typed_caches_postfork_child();
     types_postfork_child();
     stats_postfork_child();
     background_postfork_child();

@@ -6,6 +6,7 @@
 #include "error.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <linux/membarrier.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -76,13 +77,10 @@ unsigned rseq_cpu_now(void)
 #endif
 }
 
-int rseq_cpu_id(void)
+unsigned rseq_cpu_asked(void)
 {
-#if DPM_HAVE_RSEQ
-    return (int)__atomic_load_n(&area_here()->cpu_id, __ATOMIC_RELAXED);
-#else
-    return -1;
-#endif
+    int cpu = sched_getcpu();
+    return cpu < 0 ? 0 : (unsigned)cpu;
 }
 
 void rseq_fence(int cpu)

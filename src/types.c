@@ -9,7 +9,6 @@
 #include "mutex.h"
 #include "rseq.h"
 
-#include <sched.h>
 #include <string.h>
 
 #define TYPE_HASH_SLOTS (2 * MAX_TYPES)
@@ -52,13 +51,23 @@ static unsigned rows_end;   /* slots below it may hold a row */
  * for one): shared, but counted by the same atomic adds. */
 static type_row_t spill_row;
 
-/* FNV-1a of the first len bytes. */
+/* A hash of the first len bytes, eight at a time (a name's hash is on
+ * every typed call). */
 static uint32_t hash_name(const char *s, size_t len)
 {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    for (size_t k = 0; i + k < len; k++)
+        tail |= (uint64_t)(uint8_t)s[i + k] << (8 * k);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    return (uint32_t)(h ^ (h >> 29));
 }
 
 static bool name_is(const type_name_t *t, uint32_t h, const char *key, size_t len)
@@ -110,16 +119,6 @@ uint16_t type_id_of(const char *name)
     return id;
 }
 
-/* The CPU the thread runs on: the kernel's word in the rseq area where the
- * area is registered, else sched_getcpu (the vDSO); a hint either way. */
-static unsigned cpu_here(void)
-{
-    int cpu = rseq_cpu_id();
-    if (cpu < 0)
-        cpu = sched_getcpu();
-    return cpu < 0 ? 0 : (unsigned)cpu;
-}
-
 /* Slot's row, made now if it has none; the spill row while another
  * thread makes it or when there is no memory for it. The slot is claimed
  * before the row is made, so a slot gets one row at most. */
@@ -144,7 +143,7 @@ static type_row_t *row_make(unsigned slot)
 
 static type_counts_t *counts_here(uint16_t id)
 {
-    unsigned slot = cpu_here() % TYPE_CPU_SLOTS;
+    unsigned slot = rseq_cpu_hint() % TYPE_CPU_SLOTS;
     type_row_t *row = __atomic_load_n(&rows[slot], __ATOMIC_ACQUIRE);
     if (unlikely(row == NULL || row == ROW_MAKING))
         row = row_make(slot);

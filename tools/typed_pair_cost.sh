@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
 # The dpm_malloc_typed(64)/dpm_free pair: wall time per pair, median of 7
-# runs of 2M pairs per thread, 1 thread pinned to CPU 0 and 2 threads
-# pinned to CPUs 0 and 1 (same type name). Links the static library of a
-# build. Usage: tools/typed_pair_cost.sh [build dir] [pairs]
+# runs of PAIRS (default 2M) pairs per thread, 1 thread pinned to the
+# first allowed CPU and 2 threads pinned to the first two (same type
+# name). Links the static library of each build directory given (default
+# build/); several are measured round by round, interleaved, so that a
+# busy machine slows them alike.
+# Usage: [PAIRS=n] tools/typed_pair_cost.sh [build dir...]
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$src/build}
-pairs=${2:-2000000}
-bin=$(mktemp -d)/typed_pair_loop
-cc -O2 -I"$src/include" "$src/tools/typed_pair_loop.c" "$build/libdpmalloc_plain.a" -lpthread -lm -ldl -o "$bin"
-for t in 1 2; do
-    runs=()
-    for round in 1 2 3 4 5 6 7; do
-        runs+=("$(taskset -c 0-1 "$bin" "$pairs" "$t")")
-    done
-    med=$(printf '%s\n' "${runs[@]}" | sort -n | sed -n 4p)
-    printf 'threads %d: ns/pair median %s (runs: %s)\n' "$t" "$med" "${runs[*]}"
+pairs=${PAIRS:-2000000}
+[ $# -gt 0 ] || set -- "$src/build"
+tmp=$(mktemp -d)
+for i in $(seq $#); do
+    dir=${!i}
+    cc -O2 -I"$src/include" "$src/tools/typed_pair_loop.c" "$dir/libdpmalloc_plain.a" -lpthread -lm -ldl -o "$tmp/loop$i"
 done
+declare -A runs
+for round in 1 2 3 4 5 6 7; do
+    for i in $(seq $#); do
+        for t in 1 2; do
+            runs[$i,$t]="${runs[$i,$t]:-} $("$tmp/loop$i" "$pairs" "$t")"
+        done
+    done
+done
+printf '%-40s %8s %14s\n' build threads "ns/pair (med)"
+for i in $(seq $#); do
+    for t in 1 2; do
+        med=$(printf '%s\n' ${runs[$i,$t]} | sort -n | sed -n 4p)
+        printf '%-40s %8d %14s   runs:%s\n' "${!i}" "$t" "$med" "${runs[$i,$t]}"
+    done
+done
+rm -rf "$tmp"

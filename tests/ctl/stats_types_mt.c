@@ -14,7 +14,12 @@
  * in another order (names longer than 47 characters that share their
  * first 47 among them), leave one row per name whose nalloc and nfree
  * are the number of threads (a name registered twice would show two rows,
- * each with part of the count).
+ * each with part of the count). (3) Typed allocation and free pairs of
+ * one thread on one CPU go through the CPU's stash of typed blocks: 10000
+ * pairs take the arena's bin locks fewer than 100 times (each took two
+ * before the stashes). (4) A typed block freed into a stash is never
+ * handed out untyped, and a typed allocation of another name that takes
+ * it counts it under that name.
  * dpm_ API only (links dpmalloc_plain; label sanitize).
  */
 #include "test.h"
@@ -263,9 +268,104 @@ TEST(names_resolve_once_under_concurrent_insertion)
     free(text);
 }
 
+/* ---- (3) and (4): the stashes of typed blocks --------------------------- */
+
+static unsigned thread_arena(void)
+{
+    unsigned arena = 0;
+    EXPECT_CTL(ctl_get("thread.arena", &arena, sizeof arena), 0);
+    return arena;
+}
+
+static uint64_t bin_lock_ops(unsigned arena)
+{
+    ctl_refresh();
+    return CTL_U64(ctl_name("stats.arenas.%u.mutexes.bins.num_ops", arena));
+}
+
+/* Pins the calling thread to the CPU it runs on; returns the old mask. */
+static cpu_set_t pin_here(void)
+{
+    cpu_set_t old, one;
+    sched_getaffinity(0, sizeof old, &old);
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    sched_setaffinity(0, sizeof one, &one);
+    return old;
+}
+
+static void typed_pairs(const char *type, size_t size, int n)
+{
+    for (int i = 0; i < n; i++) {
+        void *p = dpm_malloc_typed(type, size, 0);
+        if (p == NULL) {
+            TEST_FAIL("dpm_malloc_typed(%s, %zu) failed", type, size);
+            return;
+        }
+        *(volatile char *)p = 1;
+        dpm_free(p);
+    }
+}
+
+TEST(typed_pairs_take_no_bin_lock)
+{
+    cpu_set_t old = pin_here();
+    unsigned arena = thread_arena();
+    static const size_t sizes[] = {16, 64, 1000, 14336};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        typed_pairs("stash_pairs", sizes[k], 64);   /* the stash has blocks of the class */
+        /* what reading the stats takes itself (the refresh locks every bin) */
+        uint64_t r0 = bin_lock_ops(arena), r1 = bin_lock_ops(arena);
+        typed_pairs("stash_pairs", sizes[k], 10000);
+        uint64_t ops = bin_lock_ops(arena) - r1 - (r1 - r0);
+        EXPECT(ops < 100, "10000 typed pairs of %zu bytes took the bin locks %llu times", sizes[k],
+               (unsigned long long)ops);
+    }
+    sched_setaffinity(0, sizeof old, &old);
+}
+
+TEST(stashed_typed_block_stays_typed)
+{
+    cpu_set_t old = pin_here();
+    enum { K = 64 };
+    void *typed[K], *plain[4 * K];
+    for (int i = 0; i < K; i++)
+        typed[i] = dpm_malloc_typed("stash_first", 96, 0);
+    for (int i = 0; i < K; i++)
+        dpm_free(typed[i]);
+    /* untyped allocations of the class never get a stashed block */
+    for (int i = 0; i < 4 * K; i++) {
+        plain[i] = dpm_malloc(96);
+        for (int j = 0; j < K; j++)
+            if (plain[i] == typed[j])
+                TEST_FAIL("dpm_malloc(96) handed out %p, a typed block in a stash", plain[i]);
+    }
+    for (int i = 0; i < 4 * K; i++)
+        dpm_free(plain[i]);
+    /* a typed allocation of another name reuses them, counted under it */
+    void *again = dpm_malloc_typed("stash_second", 96, 0);
+    bool reused = false;
+    for (int j = 0; j < K; j++)
+        reused |= again == typed[j];
+    EXPECT(reused, "dpm_malloc_typed(96) on the same CPU did not reuse a stashed block");
+    char *text = stats_json();
+    struct type_row first = parse_row(text, "stash_first"), second = parse_row(text, "stash_second");
+    free(text);
+    EXPECT(first.live_blocks == 0 && first.nfree == K && first.live_bytes == 0,
+           "stash_first: live_blocks %llu nfree %llu live_bytes %llu", first.live_blocks, first.nfree,
+           first.live_bytes);
+    EXPECT(second.live_blocks == 1 && second.nalloc == 1 && second.live_bytes == dpm_usable_size(again),
+           "stash_second: live_blocks %llu nalloc %llu live_bytes %llu", second.live_blocks, second.nalloc,
+           second.live_bytes);
+    dpm_free(again);
+    sched_setaffinity(0, sizeof old, &old);
+}
+
 int main(void)
 {
     RUN(counts_exact_across_cpus);
     RUN(names_resolve_once_under_concurrent_insertion);
+    RUN(typed_pairs_take_no_bin_lock);
+    RUN(stashed_typed_block_stays_typed);
     return test_done();
 }
