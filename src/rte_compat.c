@@ -554,10 +554,13 @@ static size_t longest_free_run(arena_t *a)
 
 static void add_arena_stats(const arena_snap_t *as, struct dpm_rte_malloc_socket_stats *st)
 {
-    /* typed blocks are counted one by one: those in a stash are free */
-    size_t alloc = as->small_allocated + as->large_allocated - as->typed_cached_bytes;
-    uint64_t live = (as->nmalloc_small - as->nfree_small) + (as->nmalloc_large - as->nfree_large) -
-                    as->typed_cached_blocks;
+    /* typed blocks are counted one by one: those in a stash are free (the
+     * stashes are read after the bins: one filled meanwhile may hold more
+     * than the bins' counts say are out) */
+    size_t alloc = as->small_allocated + as->large_allocated;
+    uint64_t live = (as->nmalloc_small - as->nfree_small) + (as->nmalloc_large - as->nfree_large);
+    alloc = alloc > as->typed_cached_bytes ? alloc - as->typed_cached_bytes : 0;
+    live = live > as->typed_cached_blocks ? live - as->typed_cached_blocks : 0;
     st->heap_totalsz_bytes += as->mapped;
     st->heap_allocsz_bytes += alloc;
     st->alloc_count += (unsigned)live;
