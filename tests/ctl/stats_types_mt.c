@@ -19,7 +19,10 @@
  * pairs take the arena's bin locks fewer than 100 times (each took two
  * before the stashes). (4) A typed block freed into a stash is never
  * handed out untyped, and a typed allocation of another name that takes
- * it counts it under that name.
+ * it counts it under that name. (5) fork while other threads allocate and
+ * free typed blocks: each child allocates and frees typed blocks of every
+ * stashed class and exits (a stash lock left held across the fork would
+ * hang it; a half-copied stash would hand out a bad block).
  * dpm_ API only (links dpmalloc_plain; label sanitize).
  */
 #include "test.h"
@@ -28,6 +31,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 struct sbuf {
     char *text;
@@ -361,11 +366,55 @@ TEST(stashed_typed_block_stays_typed)
     sched_setaffinity(0, sizeof old, &old);
 }
 
+static int fork_stop;
+
+static void *typed_churn(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; !__atomic_load_n(&fork_stop, __ATOMIC_ACQUIRE); i++) {
+        void *p = dpm_malloc_typed("fork_churn", 16 + (i * 40) % 3000, 0);
+        dpm_free(p);
+    }
+    return NULL;
+}
+
+TEST(fork_during_typed_traffic)
+{
+    if (TEST_TSAN && !tsan_fork_ok())
+        return;
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        pthread_create(&th[t], NULL, typed_churn, NULL);
+    for (int k = 0; k < 40; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(20);   /* a lock held across the fork: killed, not hung */
+            void *keep[64];
+            for (int i = 0; i < 64; i++) {
+                keep[i] = dpm_malloc_typed("fork_child", 16 + (size_t)i * 200, 0);
+                if (keep[i] == NULL)
+                    _exit(3);
+                memset(keep[i], 0x5a, 16);
+            }
+            for (int i = 0; i < 64; i++)
+                dpm_free(keep[i]);
+            _exit(0);
+        }
+        int status = 0;
+        EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "fork child %d: status 0x%x", k, status);
+    }
+    __atomic_store_n(&fork_stop, 1, __ATOMIC_RELEASE);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+}
+
 int main(void)
 {
     RUN(counts_exact_across_cpus);
     RUN(names_resolve_once_under_concurrent_insertion);
     RUN(typed_pairs_take_no_bin_lock);
     RUN(stashed_typed_block_stays_typed);
+    RUN(fork_during_typed_traffic);
     return test_done();
 }
