@@ -743,8 +743,9 @@ static bool typed_block(arena_t *a, unsigned c, void **p)
     return bin != NULL && bin_block(bin, p);
 }
 
-/* A block of arena a from its typed bins (typed: type != 0) or plain
- * bins, never through a thread or CPU cache. align is a power of two. */
+/* A block of arena a from its typed bins (typed: type != 0; small ones
+ * through the stashes of typed blocks) or plain bins, never through a
+ * thread or CPU cache. align is a power of two. */
 static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
 {
     size_t bytes = size == 0 ? 1 : size;
