@@ -9,6 +9,7 @@
 #include "conf.h"
 #include "error.h"
 #include "types.h"
+#include "typed_cache.h"
 #include "numa.h"
 
 #include <dpmalloc.h>
@@ -206,13 +207,19 @@ static span_t *checked_span(const void *p, const char *call) { return checked_sp
 
 static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
 
-/* Sends a validated block back to its slab or page heap, past any cache. */
-static void free_home(void *p, span_t *s)
+/* What free does to a validated block's bytes before it leaves. */
+static void free_scrub(void *p, const span_t *s)
 {
     DPM_ANN_OPEN(p, span_usable(s));
     if (unlikely(opt.junk))
         memset(p, JUNK_FREE, span_usable(s));
     DPM_ANN_CLOSE(p, span_usable(s));
+}
+
+/* Sends a validated block back to its slab or page heap, past any cache. */
+static void free_home(void *p, span_t *s)
+{
+    free_scrub(p, s);
     if (s->kind == SPAN_SLAB) {
         arena_bin_flush(&p, 1);
     } else {
@@ -253,6 +260,12 @@ static void free_slow_body(void *p, span_t *s, const char *call)
         return;
     }
     DPM_ANN_CLOSE_KEY(p);
+    if (s->type_ids != NULL && s->kind == SPAN_SLAB && typed_cache_takes(s->arena)) {
+        free_scrub(p, s);
+        if (!typed_cache_put(p, s, call))
+            arena_bin_flush(&p, 1);
+        return;
+    }
     if (s->kind == SPAN_LARGE)
         large_cache_slack_detach(s);   /* cached or freed whole */
     if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
@@ -765,19 +778,31 @@ static bool bad_alignment(size_t align)
 
 /* ---- typed and per-arena allocation ------------------------------------ */
 
-/* A block of arena a from its typed bins (type != 0) or plain bins, never
- * through a thread cache. align is a power of two. */
+/* A small block of class c of arena a for a typed allocation: through
+ * the CPU's stash of typed blocks for an automatic arena, else from the
+ * typed bin. */
+static bool typed_block(arena_t *a, unsigned c, void **p)
+{
+    if (typed_cache_takes(a))
+        return (*p = typed_cache_take(a, c)) != NULL;
+    bin_t *bin = arena_special_bin(a, c, 0, true);
+    return bin != NULL && bin_block(bin, p);
+}
+
+/* A block of arena a from its typed bins (typed: type != 0; small ones
+ * through the stashes of typed blocks) or plain bins, never through a
+ * thread or CPU cache. align is a power of two. */
 static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
 {
     size_t bytes = size == 0 ? 1 : size;
     if (align <= SMALL_MAX) {   /* beyond a page: classes whose slabs are aligned (sc_slab_align) */
         unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
-        bin_t *bin = c >= NSMALL ? NULL : typed ? arena_special_bin(a, c, 0, true) : &a->bins[c];
         void *p;
-        if (bin != NULL && bin_block(bin, &p)) {
+        if (c < NSMALL && (typed ? typed_block(a, c, &p) : bin_block(&a->bins[c], &p))) {
             span_t *s = span_of(p);
             if (s->type_ids != NULL) {
-                s->type_ids[span_index_of(s, (uintptr_t)p)] = type;
+                /* live from here: a typed block's free takes its tag (typed_cache.h) */
+                __atomic_store_n(&s->type_ids[span_index_of(s, (uintptr_t)p)], type, __ATOMIC_RELAXED);
                 type_count_alloc(type, s->objsize);
             }
             DPM_ANN_OPEN(p, zero_bytes(c, size));
@@ -819,7 +844,8 @@ static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
     arena_t *a = thread_arena();
     if (a == NULL)
         return fail_nomem();
-    return arena_block(a, size, align, zero, true, type_id_of(type));
+    uint16_t id = type_id_of(type);   /* 0 (no name, or the table full): an untyped block */
+    return arena_block(a, size, align, zero, id != 0, id);
 }
 
 /* Like arena_block, hands out an annotated block (DPM_ANN_ALLOC): its

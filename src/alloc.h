@@ -22,6 +22,7 @@
 #include "global.h"
 #include "tcache.h"
 #include "cpu_cache.h"
+#include "error.h"
 
 
 void *alloc_slow(size_t size) DPM_NOINLINE;
@@ -117,12 +118,23 @@ bool block_is_cached(const void *p, unsigned k);
 /* The check every free and realloc of a block of span s makes before it
  * touches it: a block that holds the free key and may sit in a cache (its
  * tcache_class is not TC_NONE) is looked up there first; found, the call
- * aborts with "<call>(): <what> <p>". */
+ * aborts with "<call>(): <what> <p>". So does a call on a block of a typed
+ * slab whose type tag is 0: a free took it (typed_cache.h). */
 void confirm_not_cached(void *p, unsigned k, const char *call, const char *what) DPM_NOINLINE;
+/* Whether p, a block of typed slab s that its slab counts as taken, was
+ * freed into a stash of typed blocks: its type tag is 0 (typed_cache.h). */
+DPM_INLINE bool typed_block_stashed(const void *p, const span_t *s)
+{
+    return __atomic_load_n(&s->type_ids[span_index_of(s, (uintptr_t)p)], __ATOMIC_RELAXED) == 0;
+}
 DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, const char *what)
 {
-    if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
-        confirm_not_cached(p, s->tcache_class, call, what);
+    if (s->tcache_class != TC_NONE) {
+        if (unlikely(*tc_key_word(p) == TC_FREE_KEY))
+            confirm_not_cached(p, s->tcache_class, call, what);
+    } else if (s->kind == SPAN_SLAB && s->type_ids != NULL && unlikely(typed_block_stashed(p, s))) {
+        dpm_misuse(call, p, what);
+    }
 }
 
 /* The block of a slot a CPU cache's pop returned, handed out: the free

@@ -10,6 +10,7 @@
 #include "cpu_cache.h"
 #include "large_cache.h"
 #include "transfer.h"
+#include "typed_cache.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -72,6 +73,7 @@ static bool decay_every_arena(void)
 {
     large_caches_flush(true, NULL);
     cpu_caches_drain(true);
+    typed_caches_drain(true);
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
@@ -87,8 +89,8 @@ static void *background_main(void *arg);
 /* Whether some arena has pages a later decay pass may purge. */
 static bool decay_work_anywhere(void)
 {
-    /* blocks in CPU and transfer caches go home after two idle passes */
-    if (cpu_caches_bytes() + transfer_bytes() != 0)
+    /* blocks in CPU, transfer and typed caches go home after two idle passes */
+    if (cpu_caches_bytes() + transfer_bytes() + typed_caches_bytes() != 0)
         return true;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {

@@ -6,6 +6,7 @@
  */
 #include "ctl.h"
 #include "alloc.h"
+#include "typed_cache.h"
 #include "background.h"
 #include "conf.h"
 #include "global.h"
@@ -236,6 +237,7 @@ static int h_tcache_flush(const ctl_call_t *c, const void *arg)
     if (err == 0) {
         cpu_caches_drain(false);
         large_caches_flush(false, NULL);
+        typed_caches_drain(false);
     }
     return err;
 }
@@ -312,6 +314,7 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
         tcache_reclaim_mine();
         large_caches_flush(false, a);
         cpu_caches_drain(false);
+        typed_caches_drain(false);
         arena_release_idle_slabs(a);
     }
     arena_decay_now(a, arg == NULL);

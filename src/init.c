@@ -22,6 +22,7 @@
 #include "numa.h"
 #include "cpu_cache.h"
 #include "large_cache.h"
+#include "typed_cache.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -83,6 +84,7 @@ static void prefork(void)
     background_prefork();
     stats_prefork();
     types_prefork();
+    typed_caches_prefork();
     tcaches_prefork();
     cpu_caches_prefork();
     large_caches_prefork();
@@ -103,6 +105,7 @@ static void postfork_parent(void)
     large_caches_postfork_parent();
     cpu_caches_postfork_parent();
     tcaches_postfork_parent();
+    typed_caches_postfork_parent();
     types_postfork_parent();
     stats_postfork_parent();
     background_postfork_parent();
@@ -122,6 +125,7 @@ static void postfork_child(void)
     cpu_caches_postfork_child();
     tcaches_postfork_child();
     numa_postfork_child();
+    typed_caches_postfork_child();
     types_postfork_child();
     stats_postfork_child();
     background_postfork_child();

@@ -39,15 +39,7 @@ void large_caches_init(void)
 }
 
 /* The CPU the caller runs on, as a cache index: a hint, right or not. */
-static unsigned cpu_here(void)
-{
-    unsigned cpu = DPM_HAVE_RSEQ ? rseq_cpu_now() : UINT_MAX;   /* -1, -2: not registered */
-    if (cpu >= ncpus) {
-        int c = sched_getcpu();
-        cpu = c >= 0 ? (unsigned)c : 0;
-    }
-    return cpu % ncpus;
-}
+static unsigned cpu_here(void) { return rseq_cpu_hint() % ncpus; }
 
 static DPM_NOINLINE large_cache_t *cache_make(unsigned cpu)
 {

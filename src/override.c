@@ -6,6 +6,7 @@
  * Semantics follow glibc's documentation, including its edge cases.
  */
 #include "alloc.h"
+#include "typed_cache.h"
 #include "annotate.h"
 #include "os.h"
 #include "override_cxx.h"
@@ -288,6 +289,7 @@ LIBC_ENTRY int malloc_trim(size_t pad)
     tcache_reclaim_mine();
     large_caches_flush(false, NULL);
     cpu_caches_drain(false);
+    typed_caches_drain(false);
     size_t pages = 0;
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {

@@ -6,6 +6,7 @@
 #include "error.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <linux/membarrier.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -65,6 +66,12 @@ bool rseq_thread_ready(void)
 #else
     return false;
 #endif
+}
+
+unsigned rseq_cpu_asked(void)
+{
+    int cpu = sched_getcpu();
+    return cpu < 0 ? 0 : (unsigned)cpu;
 }
 
 void rseq_fence(int cpu)

@@ -56,6 +56,21 @@ DPM_INLINE unsigned rseq_cpu_now(void)
     return 0;
 #endif
 }
+/* The CPU the calling thread runs on now, a hint for data kept per CPU
+ * under locks or atomics: the kernel's cpu_id in the thread's area where
+ * the area is registered (a load), else sched_getcpu() (the vDSO), else
+ * 0. Unlike rseq_cpu_now, right in thread mode and without rseq. */
+unsigned rseq_cpu_asked(void);
+DPM_INLINE unsigned rseq_cpu_hint(void)
+{
+#if DPM_HAVE_RSEQ
+    const struct rseq *area = (const struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+    int cpu = (int)__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED);
+    if (likely(cpu >= 0))
+        return (unsigned)cpu;
+#endif
+    return rseq_cpu_asked();
+}
 /* Restarts every restartable sequence that runs in the process now, on
  * CPU `cpu` only where the kernel can aim (>= 5.10), else on all: when it
  * returns, every sequence that began before the call has either committed

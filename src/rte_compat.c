@@ -278,6 +278,8 @@ static const span_t *live_block(const void *p)
      * was freed. */
     if (keyed && block_is_cached(p, s->tcache_class))
         return NULL;   /* freed into a thread cache */
+    if (s->kind == SPAN_SLAB && s->type_ids != NULL && typed_block_stashed(p, s))
+        return NULL;   /* freed into a stash of typed blocks */
     return s;
 }
 
@@ -552,8 +554,13 @@ static size_t longest_free_run(arena_t *a)
 
 static void add_arena_stats(const arena_snap_t *as, struct dpm_rte_malloc_socket_stats *st)
 {
+    /* typed blocks are counted one by one: those in a stash are free (the
+     * stashes are read after the bins: one filled meanwhile may hold more
+     * than the bins' counts say are out) */
     size_t alloc = as->small_allocated + as->large_allocated;
     uint64_t live = (as->nmalloc_small - as->nfree_small) + (as->nmalloc_large - as->nfree_large);
+    alloc = alloc > as->typed_cached_bytes ? alloc - as->typed_cached_bytes : 0;
+    live = live > as->typed_cached_blocks ? live - as->typed_cached_blocks : 0;
     st->heap_totalsz_bytes += as->mapped;
     st->heap_allocsz_bytes += alloc;
     st->alloc_count += (unsigned)live;

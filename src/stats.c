@@ -11,6 +11,7 @@
 #include "cpu_cache.h"
 #include "large_cache.h"
 #include "transfer.h"
+#include "typed_cache.h"
 
 #include <dpmalloc.h>
 #include <stdarg.h>
@@ -217,8 +218,8 @@ static void add_tcache(const tcache_t *tc, void *arg)
     add_samples(o, &tc->samples);
 }
 
-/* A block in a CPU or transfer cache counts in its arena's tcache_bytes
- * (those caches hold blocks of every automatic arena). */
+/* A block in a CPU, transfer or typed cache counts in its arena's
+ * tcache_bytes (those caches hold blocks of every automatic arena). */
 static void add_cached_block(const void *p, void *arg)
 {
     (void)arg;
@@ -237,6 +238,17 @@ static void add_large_cached(const span_t *s, size_t bytes, void *arg)
     const arena_t *a = s->arena;
     if (a->index < snap.narenas && snap.arenas[a->index].exists)
         snap.arenas[a->index].tcache_bytes += bytes;
+}
+
+static void add_typed_cached_block(const void *p, void *arg)
+{
+    add_cached_block(p, arg);
+    const span_t *s = span_of(p);
+    const arena_t *a = s->arena;
+    if (a->index < snap.narenas && snap.arenas[a->index].exists) {
+        snap.arenas[a->index].typed_cached_blocks++;
+        snap.arenas[a->index].typed_cached_bytes += s->objsize;
+    }
 }
 
 static bool ensure_capacity(unsigned n)
@@ -296,6 +308,7 @@ static uint64_t refresh_locked(void)
     tcaches_for_each(add_tcache, NULL);
     cpu_caches_for_each_block(add_cached_block, NULL);
     large_caches_for_each(add_large_cached, NULL);
+    typed_caches_for_each_block(add_typed_cached_block, NULL);
     snap.cpu_cache_bytes = cpu_caches_bytes();
     snap.transfer_bytes = transfer_bytes();
     snap.large_cache_bytes = large_caches_bytes();
@@ -734,7 +747,7 @@ void stats_brief(stats_brief_t *out)
     }
     arenas_iteration_unlock();
     tcaches_for_each(brief_tcache, out);
-    out->tcache_bytes += cpu_caches_bytes() + transfer_bytes() + large_caches_bytes();
+    out->tcache_bytes += cpu_caches_bytes() + transfer_bytes() + large_caches_bytes() + typed_caches_bytes();
     size_t held = out->allocated;   /* blocks out of the bins and page heaps */
     out->allocated = held > out->tcache_bytes ? held - out->tcache_bytes : 0;
     out->metadata = base_mapped_bytes();

@@ -48,6 +48,9 @@ typedef struct arena_snap {
     int node;                        /* node arena: its node, else -1 */
     size_t mapped, reserved, nsegments, active_pages, dirty_pages, muzzy_pages, clean_pages;
     size_t small_allocated, large_allocated, tcache_bytes;
+    /* typed blocks in the per-CPU stashes (part of tcache_bytes): the
+     * rte_malloc socket stats count them as free */
+    size_t typed_cached_blocks, typed_cached_bytes;
     uint64_t npurge_passes, npurged_lazy, npurged_now;
     uint64_t nsearches, nsearch_hits, ncandidates;
     uint64_t nmalloc_small, nfree_small, nrequests_small, nmalloc_large, nfree_large;

@@ -17,7 +17,11 @@
  *    second free with no churn after it: free(p), free(q), 40 more frees,
  *    free(p) for small and cached large sizes (the message must say
  *    "double free of", the cache check's words); p freed into another live
- *    thread's cache and then by main; realloc of a cached block.
+ *    thread's cache and then by main; realloc of a cached block;
+ *  - (dpm_ API) typed blocks, which a free keeps in a CPU's stash of typed
+ *    blocks while their slab counts them taken: a second free, also after
+ *    other typed traffic or after another thread's free, a realloc of a
+ *    stashed block, a free of p+16.
  * Built for the libc names (static and preload) and for the dpm_ API
  * (DEATH_DPM_API, dpmalloc_plain, also in the sanitizer builds).
  */
@@ -313,6 +317,59 @@ static int case_cached_realloc(void *arg)
     return 0;
 }
 
+#ifdef DEATH_DPM_API
+/* Typed blocks: a free keeps them in the CPU's stash of typed blocks,
+ * where their slab still counts them as taken (src/typed_cache.h). */
+static int case_typed(void *arg)
+{
+    int what = (int)(intptr_t)arg;
+    void *p = dpm_malloc_typed("death_typed", 200, 0), *q = dpm_malloc_typed("death_typed", 200, 0);
+    if (!p || !q)
+        return 3;
+    void *again = launder(p);
+    *shared_ptr = (uintptr_t)p;
+    if (what == 0) {   /* free(p); free(q); free(p) */
+        dpm_free(p);
+        dpm_free(q);
+        dpm_free(again);
+    } else if (what == 1) {   /* realloc of a stashed block */
+        dpm_free(p);
+        void *volatile r = dpm_realloc(again, 4000);
+        (void)r;
+    } else if (what == 2) {   /* interior */
+        *shared_ptr = (uintptr_t)((char *)p + 16);
+        dpm_free(launder((char *)p + 16));
+    } else {   /* the second free after a typed allocation of another class took stash blocks */
+        dpm_free(p);
+        void *other = dpm_malloc_typed("death_typed", 40, 0);
+        dpm_free(other);
+        dpm_free(again);
+    }
+    return 0;
+}
+
+static void *free_in_thread(void *p)
+{
+    dpm_free(p);
+    return NULL;
+}
+
+/* freed by another thread (another CPU's stash, maybe), then here */
+static int case_typed_remote(void *arg)
+{
+    (void)arg;
+    void *p = dpm_malloc_typed("death_typed", 64, 0);
+    if (!p)
+        return 3;
+    *shared_ptr = (uintptr_t)p;
+    pthread_t t;
+    pthread_create(&t, NULL, free_in_thread, p);
+    pthread_join(t, NULL);
+    dpm_free(launder(p));
+    return 0;
+}
+#endif
+
 /* ---- the parent side ---- */
 static void expect_abort(const char *name, int (*fn)(void *), void *arg,
                          const char *call, const char *what)
@@ -422,6 +479,17 @@ TEST(double_frees_in_thread_caches)
                  "use after free of");
 }
 
+#ifdef DEATH_DPM_API
+TEST(typed_blocks_in_stashes)
+{
+    expect_abort("typed: free(p); free(q); free(p)", case_typed, (void *)0, "free", "double free of");
+    expect_abort("typed: realloc of a stashed block", case_typed, (void *)1, "realloc", "use after free of");
+    expect_abort("typed: free(p + 16)", case_typed, (void *)2, "free", "invalid pointer");
+    expect_abort("typed: free(p) after other typed traffic", case_typed, (void *)3, "free", "double free of");
+    expect_abort("typed: freed by another thread, then here", case_typed_remote, NULL, "free", "double free");
+}
+#endif
+
 int main(void)
 {
     shared_ptr = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
@@ -438,5 +506,8 @@ int main(void)
     RUN(interior_pointers);
     RUN(double_frees);
     RUN(double_frees_in_thread_caches);
+#ifdef DEATH_DPM_API
+    RUN(typed_blocks_in_stashes);
+#endif
     return test_done();
 }
