@@ -188,7 +188,8 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     /* a block that holds the key may sit in some thread's cache, whether
      * or not this thread would cache it now */
     check_not_cached(p, s, call, "double free of");
-    if (s->tcache_class < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
+    if ((s->tcache_class < g.tcache_nclasses || tc_class_is_phased(s->tcache_class)) &&
+        tls_thread.cpu_table == cpu_cache_table) {
         *tc_key_word(p) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(p);
         cpu_cache_free_full(p, s->tcache_class);
@@ -376,8 +377,9 @@ void free_front_miss(void *p, uintptr_t e, const char *call)
         free_slow(p, radix_entry_span(e), call);
         return;
     }
-    /* an automatic arena's cached class: the checks passed in free_fast */
-    if (tag != 0 && tag - 1 < g.tcache_nclasses) {
+    /* an automatic arena's cached class or phased tag: the checks passed
+     * in free_fast */
+    if (tag != 0 && (tag - 1 < g.tcache_nclasses || tc_class_is_phased((unsigned)tag - 1))) {
         int *err = &errno, saved = *err;   /* free keeps errno (free_slow) */
         if (unlikely(__atomic_load_n(&background_idle, __ATOMIC_RELAXED)))
             background_wake();
@@ -643,17 +645,30 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
     return p;
 }
 
+/* A block of the thread's arena's phased bin (class c, phase): on the
+ * CPU caches, from the CPU's bin of the bin's tag, as malloc's fast path
+ * does (a free pushes it there through free_fast); on a thread cache,
+ * through the thread's stash; else (an untagged bin, no cache) from the
+ * bin itself. NULL without memory. */
 static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
 {
+    if (tls_state == THREAD_NEW)
+        (void)thread_cache_make();
     arena_t *a = thread_arena();
     bin_t *bin = a != NULL ? arena_special_bin(a, c, phase, false) : NULL;
     void *p = NULL;
     if (bin == NULL)
         return NULL;
-    if (tls_state == THREAD_CACHED)
+    if (tls_thread.cpu_table == cpu_cache_table && bin->tcache_class != TC_NONE) {
+        if (cpu_cache_pop(cpu_cache_table, bin->tcache_class * sizeof(cpu_bin_t), &p))
+            p = cpu_handout(p);
+        else
+            p = cpu_cache_phased_miss(bin);
+    } else if (tls_state == THREAD_CACHED && tls_thread.cpu_table != cpu_cache_table) {
         p = tcache_phased_alloc(tcache_mine(), bin);
-    else if (arena_bin_fill(bin, &p, 1, NULL) == 0)   /* phased blocks never carry the free key */
+    } else if (!bin_block(bin, &p)) {   /* it may have gone home with the free key */
         p = NULL;
+    }
     if (p == NULL)
         return NULL;
     DPM_ANN_OPEN(p, zero_bytes(c, size));

@@ -116,13 +116,13 @@ bool block_is_cached(const void *p, unsigned bin);
 /* The check every free and realloc of a block of span s makes before it
  * touches it: a block that holds the free key and may sit in a cache (its
  * class has a bin; a manual arena's tag names the class's bin plus
- * TC_MANUAL_BASE) is looked up there first; found, the call aborts with
+ * TC_MANUAL_BASE, tc_lookup_bin; a phased tag its own) is looked up there first; found, the call aborts with
  * "<call>(): <what> <p>". */
 void confirm_not_cached(void *p, unsigned bin, const char *call, const char *what) DPM_NOINLINE;
 DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, const char *what)
 {
     if (s->tcache_class != TC_NONE && unlikely(*tc_key_word(p) == TC_FREE_KEY))
-        confirm_not_cached(p, s->tcache_class % TC_MANUAL_BASE, call, what);
+        confirm_not_cached(p, tc_lookup_bin(s->tcache_class), call, what);
 }
 
 /* The block of a slot a CPU cache's pop returned, handed out: the free

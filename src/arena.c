@@ -61,6 +61,43 @@ void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NS
 
 static uint8_t bin_tag(const arena_t *a, unsigned c) { return bin_tags_set ? bin_tags[a->manual][c] : TC_NONE; }
 
+/* The (class, phase) pair of each phased tag (span.h), by tc_phased_index:
+ * its special_key, 0 while free. Taken with a compare-and-swap, never
+ * given back (a tag names the same pair in every arena, so that the
+ * caches above need no arena to find a block's bin): no lock, so a fork
+ * cannot leave one held. */
+static uint32_t phased_tag_keys[TC_PHASED_NTAGS];
+
+static uint32_t special_key(unsigned c, uint32_t phase, bool typed);
+
+/* The tcache_class of a new special bin: a phased tag for an untyped
+ * small class at a phase other than 0 in an automatic arena whose class
+ * is cached at all (bin_tag), TC_NONE otherwise or once every tag is
+ * taken. The phase must be a multiple of 4: a cache's slot keeps a flag
+ * in a block address's low bit (CPU_FRESH), and the free key is a 32-bit
+ * word at byte 8 (tc_key_word). */
+static uint8_t special_tag(const arena_t *a, unsigned c, uint32_t phase, bool typed)
+{
+    if (typed || phase == 0 || phase % 4 != 0 || c >= NSMALL || a->manual || bin_tag(a, c) == TC_NONE)
+        return TC_NONE;
+    uint32_t key = special_key(c, phase, false);
+    for (unsigned i = 0; i < TC_PHASED_NTAGS; i++) {
+        uint32_t seen = __atomic_load_n(&phased_tag_keys[i], __ATOMIC_ACQUIRE);
+        if (seen == 0 && __atomic_compare_exchange_n(&phased_tag_keys[i], &seen, key, false, __ATOMIC_ACQ_REL,
+                                                     __ATOMIC_ACQUIRE))
+            return (uint8_t)tc_phased_class_at(i);
+        if (seen == key)
+            return (uint8_t)tc_phased_class_at(i);
+    }
+    return TC_NONE;
+}
+
+unsigned arena_phased_tag_class(unsigned k)
+{
+    uint32_t key = tc_class_is_phased(k) ? __atomic_load_n(&phased_tag_keys[tc_phased_index(k)], __ATOMIC_ACQUIRE) : 0;
+    return key == 0 ? NSMALL : key >> 20;
+}
+
 static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE); }
 
 /* Fresh state, from ph on, for a new arena or a destroyed slot being
@@ -312,7 +349,7 @@ bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed)
         special_table_t *t = special_room(a);
         bin = t != NULL ? base_alloc(sizeof(bin_t), CACHELINE) : NULL;
         if (bin != NULL) {
-            bin_init(bin, a, c, phase, TC_NONE, typed);
+            bin_init(bin, a, c, phase, special_tag(a, c, phase, typed), typed);
             special_put(t, key, bin);
         }
     }

@@ -120,6 +120,10 @@ bool arena_set_auto_count(unsigned n);
 /* Bin for objects of class c laid at phase bytes into each slab, typed or
  * not, made on first use; NULL only when out of metadata memory. */
 bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
+/* The small class of the blocks whose spans carry phased tcache_class k
+ * (span.h), or NSMALL while no bin has that tag. Phased bins of automatic
+ * arenas get their tag when made (special_tag in arena.c). */
+unsigned arena_phased_tag_class(unsigned k);
 /* Calls fn on every special bin of a: under a->special_lock for a stable
  * view (fork, reset), or racily (stats: a bin made meanwhile may be missed). */
 void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *arg);

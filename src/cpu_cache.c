@@ -29,6 +29,14 @@ static dpm_mutex_t make_lock = DPM_MUTEX_INITIALIZER;
 /* Slots per class in every CPU cache. */
 static unsigned class_cap[NSMALL];
 static size_t slots_per_cache;
+/* Bytes each phased tag's bin may hold (what the classes leave of
+ * percpu_bytes, shared by all the tags); its bin gets its slots, up to
+ * CPU_PHASED_SLOTS of the reserve after the classes', when a miss or an
+ * overflow of its tag first finds it without (phased_bin). */
+static size_t phased_bytes;
+/* Object size of tag t's blocks: for a class's tag at init, a phased
+ * tag's when its first bin gets slots (drain and stats count bytes). */
+static uint32_t tag_objsize[CPU_NTAGS];
 /* CPU numbers below it exist (possible CPUs); caches are made for them only. */
 static unsigned possible_cpus;
 
@@ -55,9 +63,21 @@ static void held_clear(unsigned cpu) { held_bits[cpu / 64] &= ~((uint64_t)1 << (
 
 /* ---- bounds -------------------------------------------------------------- */
 
+/* The classes' bins only (size_classes); cpu_cache_bound adds the phased
+ * tags' shares. */
+static size_t classes_bound(void)
+{
+    size_t bytes = 0;
+    for (unsigned c = 0; c < NSMALL; c++)
+        bytes += (size_t)class_cap[c] * sc_size(c);
+    return bytes;
+}
+
 /* A CPU's cache holds at most opt.percpu_bytes of small blocks: each of
  * the cached classes gets an equal share, in whole blocks (at least one,
- * at most CPU_BATCH_MAX); cpu_cache_bound() is the exact sum. */
+ * at most CPU_BATCH_MAX); what they leave is shared by the phased tags
+ * (phased_cap). cpu_cache_bound() is the classes' exact sum plus the
+ * phased tags' shares. */
 static void size_classes(void)
 {
     size_t share = g.tcache_nclasses != 0 ? opt.percpu_bytes / g.tcache_nclasses : 0;
@@ -68,16 +88,30 @@ static void size_classes(void)
             n = 1;
         class_cap[c] = n > CPU_BATCH_MAX ? CPU_BATCH_MAX : (unsigned)n;
         slots_per_cache += class_cap[c];
+        tag_objsize[c + 1] = (uint32_t)sc_size(c);
     }
+    size_t classes = classes_bound();
+    phased_bytes = opt.percpu_bytes > classes ? (opt.percpu_bytes - classes) / TC_PHASED_NTAGS : 0;
 }
 
-size_t cpu_cache_bound(void)
+/* The slots phased tag k's bin gets: its share in whole blocks, up to
+ * CPU_PHASED_SLOTS; 0 (never cached) if a block exceeds the share. */
+static unsigned phased_cap(unsigned k)
 {
-    size_t bytes = 0;
-    for (unsigned c = 0; c < NSMALL; c++)
-        bytes += (size_t)class_cap[c] * sc_size(c);
-    return bytes;
+    unsigned c = arena_phased_tag_class(k);
+    if (c >= NSMALL)
+        return 0;
+    size_t n = phased_bytes / sc_size(c);
+    return n > CPU_PHASED_SLOTS ? CPU_PHASED_SLOTS : (unsigned)n;
 }
+
+/* Bytes of the slots of a cache: the classes', then the phased tags'. */
+static size_t cache_size(void)
+{
+    return sizeof(cpu_cache_t) + (slots_per_cache + (size_t)TC_PHASED_NTAGS * CPU_PHASED_SLOTS) * sizeof(void *);
+}
+
+size_t cpu_cache_bound(void) { return classes_bound() + phased_bytes * TC_PHASED_NTAGS; }
 
 bool cpu_caches_init(void)
 {
@@ -107,7 +141,7 @@ static cpu_cache_t *make_cache(unsigned cpu)
     mutex_lock(&make_lock);
     cpu_cache_t *cc = caches[cpu];
     if (cc == NULL) {
-        cc = base_alloc(sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *), CACHELINE);
+        cc = base_alloc(cache_size(), CACHELINE);
         if (cc != NULL) {
             cc->cpu = cpu;
             void **next = (void **)(cc + 1);
@@ -233,13 +267,37 @@ static cpu_cache_t *lock_here_made(void)
     return cc;
 }
 
+/* The bin of the locked cache cc for tcache_class k (a class, or a
+ * phased tag), giving a phased tag's bin its slots the first time: a tag
+ * is taken while caches run (arena.c), and a bin without slots is empty
+ * and full to the sequences, so the first miss or overflow of each CPU
+ * lands here under the lock. */
+static cpu_bin_t *locked_bin(cpu_cache_t *cc, unsigned k)
+{
+    cpu_bin_t *b = &cc->tags[k + 1];
+    if (b->top != NULL || !tc_class_is_phased(k))
+        return b;
+    unsigned cap = phased_cap(k);
+    if (cap == 0)
+        return b;
+    __atomic_store_n(&tag_objsize[k + 1], (uint32_t)sc_size(arena_phased_tag_class(k)), __ATOMIC_RELAXED);
+    void **slots = (void **)(cc + 1) + slots_per_cache + (size_t)tc_phased_index(k) * CPU_PHASED_SLOTS;
+    b->low = slots;
+    b->cap = cap;
+    b->top = slots + cap;
+    /* last: readers that see a head see the bin's bounds (stats, lookups) */
+    __atomic_store_n(&b->head, slots + cap, __ATOMIC_RELEASE);
+    return b;
+}
+
 /* ---- refill and spill ---------------------------------------------------- */
 
-/* Blocks of class c that found no room in a CPU cache: to the transfer
- * cache, the rest home. No lock held. */
-static void spill(unsigned c, void **objs, unsigned n)
+/* Blocks of tcache_class k that found no room in a CPU cache: a class's
+ * to the transfer cache, the rest home (a phased tag's all: the transfer
+ * caches hold classes only). No lock held. */
+static void spill(unsigned k, void **objs, unsigned n)
 {
-    unsigned kept = transfer_put(c, objs, n);
+    unsigned kept = k < NSMALL ? transfer_put(k, objs, n) : 0;
     if (kept < n)
         arena_bin_flush(objs + kept, n - kept);
 }
@@ -255,13 +313,15 @@ static void *handout(void *slot)
     return p;
 }
 
-void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
+/* Tag k's bin (a class's or a phased tag's) was empty or locked: a
+ * block, refilled from the transfer cache (classes) or from bin. */
+static void *alloc_miss(bin_t *bin, unsigned k)
 {
     cpu_cache_t *cc = lock_here_made();
     unsigned want = 1;
     if (cc != NULL) {
         __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-        cpu_bin_t *b = &cc->tags[c + 1];
+        cpu_bin_t *b = locked_bin(cc, k);
         if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
             void *slot = *b->head++;
             unlock(cc);
@@ -273,18 +333,18 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
     /* no lock while the arena fills: a page source's callback may run */
     void *batch[CPU_BATCH_MAX / 2 + 1];
     uint8_t keyed[CPU_BATCH_MAX / 2 + 1];
-    unsigned got = transfer_take(c, batch, want);
+    unsigned got = k < NSMALL ? transfer_take(k, batch, want) : 0;
     if (got != 0)
         memset(keyed, 1, got);   /* freed blocks: keyed */
-    else if (a != NULL)
-        got = arena_bin_fill(&a->bins[c], batch, want, keyed);
+    else if (bin != NULL)
+        got = arena_bin_fill(bin, batch, want, keyed);
     if (got == 0)
         return NULL;
     if (got > 1) {
         unsigned pushed = 0;
         cc = lock_here_made();   /* maybe another CPU's by now */
         if (cc != NULL) {
-            cpu_bin_t *b = &cc->tags[c + 1];
+            cpu_bin_t *b = locked_bin(cc, k);
             unsigned room = (unsigned)(b->head - b->low);
             pushed = got - 1 < room ? got - 1 : room;
             /* batch[1] on top: the lowest addresses go out first */
@@ -293,12 +353,16 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned c)
             unlock(cc);
         }
         if (pushed < got - 1)
-            spill(c, batch + 1 + pushed, got - 1 - pushed);
+            spill(k, batch + 1 + pushed, got - 1 - pushed);
     }
     return handout((void *)((uintptr_t)batch[0] | (keyed[0] ? 0 : CPU_FRESH)));
 }
 
-void cpu_cache_free_full(void *p, unsigned c)
+void *cpu_cache_alloc_miss(arena_t *a, unsigned c) { return alloc_miss(a != NULL ? &a->bins[c] : NULL, c); }
+
+void *cpu_cache_phased_miss(bin_t *bin) { return alloc_miss(bin, bin->tcache_class); }
+
+void cpu_cache_free_full(void *p, unsigned k)
 {
     cpu_cache_t *cc = lock_here_made();
     if (cc == NULL) {
@@ -306,7 +370,12 @@ void cpu_cache_free_full(void *p, unsigned c)
         return;
     }
     __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-    cpu_bin_t *b = &cc->tags[c + 1];
+    cpu_bin_t *b = locked_bin(cc, k);
+    if (b->top == NULL) {   /* a phased tag whose blocks exceed its share */
+        unlock(cc);
+        arena_bin_flush(&p, 1);
+        return;
+    }
     if (b->head != b->low) {
         *--b->head = p;
         unlock(cc);
@@ -321,7 +390,7 @@ void cpu_cache_free_full(void *p, unsigned c)
     b->head += n;
     *--b->head = p;
     unlock(cc);
-    spill(c, batch, n);
+    spill(k, batch, n);
 }
 
 /* ---- drain --------------------------------------------------------------- */
@@ -333,11 +402,11 @@ void cpu_cache_free_full(void *p, unsigned c)
 static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
 {
     unsigned k = 0;
-    for (unsigned c = 0; c < NSMALL && k < DRAIN_CHUNK; c++) {
-        cpu_bin_t *b = &cc->tags[c + 1];
+    for (unsigned t = 1; t < CPU_NTAGS && k < DRAIN_CHUNK; t++) {
+        cpu_bin_t *b = &cc->tags[t];
         while (b->head != b->top && k < DRAIN_CHUNK) {
             out[k++] = cpu_slot_block(*b->head++);
-            *bytes += sc_size(c);
+            *bytes += tag_objsize[t];
         }
     }
     return k;
@@ -345,8 +414,8 @@ static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
 
 static bool cache_empty(const cpu_cache_t *cc)
 {
-    for (unsigned c = 0; c < NSMALL; c++) {
-        const cpu_bin_t *b = &cc->tags[c + 1];
+    for (unsigned t = 1; t < CPU_NTAGS; t++) {
+        const cpu_bin_t *b = &cc->tags[t];
         if (__atomic_load_n(&b->head, __ATOMIC_RELAXED) != b->top)
             return false;
     }
@@ -400,9 +469,11 @@ size_t cpu_caches_bytes(void)
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        for (unsigned c = 0; c < NSMALL; c++) {
-            const cpu_bin_t *b = &cc->tags[c + 1];
-            bytes += (size_t)(b->top - __atomic_load_n(&b->head, __ATOMIC_RELAXED)) * sc_size(c);
+        for (unsigned t = 1; t < CPU_NTAGS; t++) {
+            const cpu_bin_t *b = &cc->tags[t];
+            void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+            if (head != NULL)
+                bytes += (size_t)(b->top - head) * __atomic_load_n(&tag_objsize[t], __ATOMIC_RELAXED);
         }
     }
     return bytes;
@@ -416,9 +487,10 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        for (unsigned c = 0; c < NSMALL; c++) {
-            const cpu_bin_t *b = &cc->tags[c + 1];
-            for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
+        for (unsigned t = 1; t < CPU_NTAGS; t++) {
+            const cpu_bin_t *b = &cc->tags[t];
+            void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+            for (void **s = head; head != NULL && s < b->top; s++)
                 fn(cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)), arg);
         }
     }
@@ -444,25 +516,26 @@ void cpu_cache_prefault(void)
         if (cc == NULL)
             cc = make_cache(cpu);
         if (cc != NULL)
-            os_populate(cc, sizeof(cpu_cache_t) + slots_per_cache * sizeof(void *));
+            os_populate(cc, cache_size());
     }
     transfer_prefault();
 }
 
-bool cpu_caches_hold(const void *p, unsigned c)
+bool cpu_caches_hold(const void *p, unsigned k)
 {
-    if (!cpu_caches_on || c >= NSMALL)
+    if (!cpu_caches_on || k >= CPU_NTAGS - 1)
         return false;
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        const cpu_bin_t *b = &cc->tags[c + 1];
-        for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
+        const cpu_bin_t *b = &cc->tags[k + 1];
+        void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+        for (void **s = head; head != NULL && s < b->top; s++)
             if (cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)) == p)
                 return true;
     }
-    return transfer_holds(p, c);
+    return k < NSMALL && transfer_holds(p, k);
 }
 
 /* ---- invariants (unit tests) --------------------------------------------- */
@@ -486,21 +559,24 @@ const char *cpu_caches_check(void)
         for (unsigned t = 0; t < CPU_NTAGS; t++) {
             const cpu_bin_t *b = &cc->tags[t];
             unsigned c = t - 1;
-            bool has_slots = t >= 1 && c < NSMALL && class_cap[c] != 0;
+            bool phased = t >= 1 && tc_class_is_phased(c);
+            /* a phased tag's bin gets its slots at its first miss on this CPU */
+            bool has_slots = t >= 1 && (phased ? b->top != NULL : c < NSMALL && class_cap[c] != 0);
             if (!has_slots) {
                 if (b->head != NULL || b->top != NULL || b->low != NULL)
                     return "a bin without slots is not all NULL (empty and full)";
                 continue;
             }
-            if (b->cap != class_cap[c] || b->top - b->low != (ptrdiff_t)b->cap)
+            unsigned cap = phased ? phased_cap(c) : class_cap[c];
+            if (b->cap != cap || b->top - b->low != (ptrdiff_t)b->cap)
                 return "a bin's bounds do not span its capacity";
             if (b->head < b->low || b->head > b->top)
                 return "a bin's head is outside its slots";
             for (void **at = b->head; at < b->top; at++) {
                 void *const *slot = &(void *){cpu_slot_block(*at)};
                 const span_t *s = span_of(*slot);
-                if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->arena->manual)
-                    return "a cached block is not a block of its class in an automatic arena";
+                if (s == NULL || s->kind != SPAN_SLAB || s->tcache_class != c || s->arena->manual)
+                    return "a cached block is not a block of its tag in an automatic arena";
                 if (!span_is_block_start(s, (uintptr_t)*slot))
                     return "a cached block is not a block start";
                 if (span_block_is_free(s, span_block_index(s, (uintptr_t)*slot)))

@@ -36,6 +36,9 @@
  * without slots, always empty and full. */
 #define CPU_NTAGS 256
 #define CPU_BATCH_MAX 512
+/* Most slots of a phased tag's bin (tcache_class in the phased ranges,
+ * span.h): the tags share what the classes leave of percpu_bytes. */
+#define CPU_PHASED_SLOTS 64
 
 /* A class's blocks sit in [head, top); pop is *head++, push is *--head;
  * full when head == low. Bins without slots are all NULL. */
@@ -178,10 +181,15 @@ bool cpu_caches_init(void);
  * cache or the arena a), handed out (no free key in it), or NULL with no
  * memory. */
 void *cpu_cache_alloc_miss(arena_t *a, unsigned c);
-/* Bin c of the calling thread's CPU was full or locked: keeps p (which
- * holds the free key) there, moving half the bin to the transfer cache,
- * or sends it home. */
-void cpu_cache_free_full(void *p, unsigned c);
+/* The bin of phased bin `bin`'s tag (bin->tcache_class, a phased tag) of
+ * the calling thread's CPU was empty or locked: a block of bin, handed
+ * out, refilling the CPU's bin from bin; NULL with no memory. */
+void *cpu_cache_phased_miss(bin_t *bin);
+/* The bin of tcache_class k (a cached class, or a phased tag) of the
+ * calling thread's CPU was full or locked: keeps p (which holds the free
+ * key) there, moving half the bin to the transfer cache (classes) or home
+ * (phased tags), or sends it home. */
+void cpu_cache_free_full(void *p, unsigned k);
 /* Sends every block of every CPU cache (idle_only: of caches that took
  * no slow path since the previous such call) home through the transfer
  * caches' drain; returns the bytes. Any thread; waits for busy caches
@@ -192,8 +200,10 @@ size_t cpu_caches_drain(bool idle_only);
 size_t cpu_caches_bytes(void);
 /* The per-CPU bound, in bytes, that the classes' capacities respect. */
 size_t cpu_cache_bound(void);
-/* Whether p sits in bin c of some CPU cache (the double-free lookup). */
-bool cpu_caches_hold(const void *p, unsigned c);
+/* Whether p sits in the bin of tcache_class k (a class, or a phased tag)
+ * of some CPU cache or, for a class, its transfer cache (the double-free
+ * lookup). */
+bool cpu_caches_hold(const void *p, unsigned k);
 /* Calls fn on every block the CPU and transfer caches hold (stats: racy
  * for the CPU caches, whose slots may be read while they change: fn gets
  * addresses of blocks, possibly ones that left meanwhile). fn must not

@@ -276,7 +276,7 @@ static const span_t *live_block(const void *p)
      * bytes 8..11 of a live block. As free does (check_not_cached),
      * a keyed block is looked up in the caches; only a block found there
      * was freed. */
-    if (keyed && block_is_cached(p, s->tcache_class % TC_MANUAL_BASE))
+    if (keyed && block_is_cached(p, tc_lookup_bin(s->tcache_class)))
         return NULL;   /* freed into a thread cache */
     return s;
 }

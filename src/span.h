@@ -31,6 +31,35 @@ enum span_kind { SPAN_FREE = 1, SPAN_SLAB = 2, SPAN_LARGE = 3 };
  * allocate, grow into or coalesce with it. */
 enum run_state { RUN_DIRTY = 0, RUN_MUZZY = 1, RUN_CLEAN = 2, RUN_RETAINED = 3, RUN_NSTATES = 4, RUN_BUSY = 5 };
 #define TC_NONE 255   /* tcache_class of spans whose blocks bypass thread caches */
+/* The tcache_class values of phased bins (aligned-at-offset blocks of
+ * automatic arenas, arena_special_bin): two ranges, 72..99 and 240..254,
+ * the ones no class, manual-arena class (tcache.h) or node tag uses. A
+ * (class, phase) pair takes the next free value when its first bin is
+ * made, for every arena's bin of that pair; once all are taken, new pairs
+ * keep TC_NONE (their blocks bypass every cache). The CPU caches give
+ * each such tag a bin of its own (cpu_cache.h); thread caches give them
+ * none (always full: their frees go home). */
+#define TC_PHASED_A_FIRST 72
+#define TC_PHASED_A_END 100
+#define TC_PHASED_B_FIRST 240
+#define TC_PHASED_B_END 255
+#define TC_PHASED_NTAGS ((TC_PHASED_A_END - TC_PHASED_A_FIRST) + (TC_PHASED_B_END - TC_PHASED_B_FIRST))
+_Static_assert(TC_PHASED_B_FIRST > 239 && TC_PHASED_B_END <= TC_NONE,
+               "the phased tags' high range lies past the node tags (135..239) and below TC_NONE");
+DPM_INLINE bool tc_class_is_phased(unsigned k)
+{
+    return (k >= TC_PHASED_A_FIRST && k < TC_PHASED_A_END) || (k >= TC_PHASED_B_FIRST && k < TC_PHASED_B_END);
+}
+/* The i-th phased tcache_class (i < TC_PHASED_NTAGS), and back. */
+DPM_INLINE unsigned tc_phased_class_at(unsigned i)
+{
+    return i < TC_PHASED_A_END - TC_PHASED_A_FIRST ? TC_PHASED_A_FIRST + i
+                                                    : TC_PHASED_B_FIRST + i - (TC_PHASED_A_END - TC_PHASED_A_FIRST);
+}
+DPM_INLINE unsigned tc_phased_index(unsigned k)
+{
+    return k < TC_PHASED_A_END ? k - TC_PHASED_A_FIRST : k - TC_PHASED_B_FIRST + (TC_PHASED_A_END - TC_PHASED_A_FIRST);
+}
 
 struct arena;
 struct bin;

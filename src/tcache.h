@@ -36,6 +36,16 @@
 #define TC_MANUAL_BASE 100
 _Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
                "manual tags name bins that no class uses");
+_Static_assert(TC_PHASED_A_FIRST >= TC_MAX_CLASSES && TC_PHASED_A_END <= TC_MANUAL_BASE &&
+                   TC_MANUAL_BASE + NSMALL <= 135,
+               "phased tags name bins that no class, manual-arena class or node tag (135..239) uses");
+/* The bin that the free key's lookup searches for a block whose span has
+ * tcache_class k (not TC_NONE): a manual arena's class is searched in its
+ * class's bin, every other tag in its own. */
+DPM_INLINE unsigned tc_lookup_bin(unsigned k)
+{
+    return k >= TC_MANUAL_BASE && k < TC_MANUAL_BASE + NSMALL ? k - TC_MANUAL_BASE : k;
+}
 #define TC_NCACHED_LIMIT 4096   /* a bin's slots must span less than 64 KiB */
 #define TC_GC_EVERY 64          /* slow-path events between trims */
 
@@ -90,7 +100,9 @@ typedef struct tc_bin_stats {
  * (always full), and the slow path picks the bin (tcache_bin_for). */
 /* A few blocks of one phased bin (aligned-at-offset requests), fetched in
  * one locked batch: the VPP case allocates many such blocks in a row. Only
- * allocation is cached; their frees go home directly. A batch is at most
+ * allocation is cached; their frees go home directly. Threads on their own
+ * cache only: on the CPU caches, a phased bin's tag has a bin of its own
+ * (span.h, cpu_cache.h), for frees too. A batch is at most
  * TC_PHASED_BATCH blocks and TC_STASH_BYTES, so a thread's stashes hold at
  * most 4 x 64 KiB: an idle thread, which nothing but itself may flush,
  * keeps no more. The aligned bins of the large classes (sizeclass.h) go
@@ -254,14 +266,14 @@ DPM_INLINE void *tc_bin_pop(tcache_t *tc, unsigned c)
 }
 
 /* The bin of tc that may hold a block of span s (bin c for class c), or
- * TC_NONE: a block no cache takes, or one of a manual arena other than
- * the one tc's thread is bound to. */
+ * TC_NONE: a block no thread cache takes (a phased bin's too), or one of
+ * a manual arena other than the one tc's thread is bound to. */
 DPM_INLINE unsigned tcache_bin_for(const tcache_t *tc, const span_t *s)
 {
     unsigned k = s->tcache_class;
-    if (likely(k < TC_MANUAL_BASE))
+    if (likely(k < TC_MAX_CLASSES))
         return k;
-    if (k == TC_NONE || s->arena != tc->arena)
+    if (k < TC_MANUAL_BASE || k >= TC_MANUAL_BASE + NSMALL || s->arena != tc->arena)   /* phased, none */
         return TC_NONE;
     return k - TC_MANUAL_BASE;
 }
