@@ -646,24 +646,28 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
 }
 
 /* A block of the thread's arena's phased bin (class c, phase): on the
- * CPU caches, from the CPU's bin of the bin's tag, as malloc's fast path
- * does (a free pushes it there through free_fast); on a thread cache,
- * through the thread's stash; else (an untagged bin, no cache) from the
- * bin itself. NULL without memory. */
+ * CPU caches, from the CPU's bin of the pair's tag, as malloc's fast path
+ * does (a free pushes it there through free_fast), with no arena or bin
+ * looked up unless that bin is empty; on a thread cache, through the
+ * thread's stash; else (an untagged bin, no cache) from the bin itself.
+ * NULL without memory. */
 static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
 {
+    void *p = NULL;
+    unsigned k = arena_phased_tag_find(c, phase);
+    if (likely(k != TC_NONE) && tls_thread.cpu_table == cpu_cache_table &&
+        cpu_cache_pop(cpu_cache_table, k * sizeof(cpu_bin_t), &p)) {
+        p = cpu_handout(p);
+        goto got;
+    }
     if (tls_state == THREAD_NEW)
         (void)thread_cache_make();
     arena_t *a = thread_arena();
     bin_t *bin = a != NULL ? arena_special_bin(a, c, phase, false) : NULL;
-    void *p = NULL;
     if (bin == NULL)
         return NULL;
     if (tls_thread.cpu_table == cpu_cache_table && bin->tcache_class != TC_NONE) {
-        if (cpu_cache_pop(cpu_cache_table, bin->tcache_class * sizeof(cpu_bin_t), &p))
-            p = cpu_handout(p);
-        else
-            p = cpu_cache_phased_miss(bin);
+        p = cpu_cache_phased_miss(bin);
     } else if (tls_state == THREAD_CACHED && tls_thread.cpu_table != cpu_cache_table) {
         p = tcache_phased_alloc(tcache_mine(), bin);
     } else if (!bin_block(bin, &p)) {   /* it may have gone home with the free key */
@@ -671,17 +675,51 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
     }
     if (p == NULL)
         return NULL;
+got:
     DPM_ANN_OPEN(p, zero_bytes(c, size));
     if (zero || opt.zero)
         memset(p, 0, zero_bytes(c, size));
     return p;
 }
 
+/* What an aligned-at-offset request's shape (its size's plain class, the
+ * alignment, the offset) comes to in phased tags: a request whose shape
+ * is here pops its tag's CPU bin without working out the class, the
+ * phase or the tag. A shape determines the class and phase, and a pair's
+ * tag never changes, so an entry is valid once written; one 64-bit word
+ * (shape << 8 | tag) is stored and loaded whole, so a racing writer of
+ * another shape at the same slot leaves one or the other. */
+#define SHAPE_MEMO 256
+static uint64_t shape_memo[SHAPE_MEMO];
+
+DPM_INLINE uint64_t shape_of(unsigned plain, size_t align, size_t off)
+{
+    return (uint64_t)plain << 40 | (uint64_t)align << 16 | off;   /* align <= PAGE, off < align */
+}
+DPM_INLINE uint64_t *shape_slot(uint64_t shape)
+{
+    return &shape_memo[(shape * 0x9e3779b97f4a7c15ull) >> 56];
+}
+_Static_assert(SHAPE_MEMO == 256 && PAGE < (1u << 24), "shape_slot takes the hash's top 8 bits; shapes fit 56 bits");
+
 void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
 {
+    size_t off = offset & (align - 1);
+    if (off != 0 && align <= PAGE && size <= SMALL_MAX && tls_thread.cpu_table == cpu_cache_table) {
+        /* a phased block from the CPU's bin of a shape seen before */
+        uint64_t shape = shape_of(sc_of_size(size), align, off);
+        uint64_t e = __atomic_load_n(shape_slot(shape), __ATOMIC_RELAXED);
+        void *p;
+        if (likely(e >> 8 == shape) && likely(cpu_cache_pop(cpu_cache_table, (e & 0xff) * sizeof(cpu_bin_t), &p))) {
+            p = cpu_handout(p);
+            DPM_ANN_OPEN(p, size);
+            if (zero)
+                memset(p, 0, size);
+            return p;
+        }
+    }
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    size_t off = offset & (align - 1);
     if (align <= QUANTUM && off == 0)
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     if (align <= PAGE) {
@@ -694,7 +732,12 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
         if (c < NSMALL) {
-            void *p = phased_small(c, size, (uint32_t)((align - off) & (align - 1)), zero);
+            uint32_t phase = (uint32_t)((align - off) & (align - 1));
+            void *p = phased_small(c, size, phase, zero);
+            unsigned k = arena_phased_tag_find(c, phase);
+            if (k != TC_NONE)
+                __atomic_store_n(shape_slot(shape_of(plain, align, off)), shape_of(plain, align, off) << 8 | k,
+                                 __ATOMIC_RELAXED);
             if (p != NULL)
                 return p;
         }

@@ -62,13 +62,27 @@ void arena_set_bin_tags(const uint8_t automatic[NSMALL], const uint8_t manual[NS
 static uint8_t bin_tag(const arena_t *a, unsigned c) { return bin_tags_set ? bin_tags[a->manual][c] : TC_NONE; }
 
 /* The (class, phase) pair of each phased tag (span.h), by tc_phased_index:
- * its special_key, 0 while free. Taken with a compare-and-swap, never
- * given back (a tag names the same pair in every arena, so that the
+ * its arena_phased_key, 0 while free. Taken with a compare-and-swap,
+ * never given back (a tag names the same pair in every arena, so that the
  * caches above need no arena to find a block's bin): no lock, so a fork
  * cannot leave one held. */
-static uint32_t phased_tag_keys[TC_PHASED_NTAGS];
+uint32_t arena_phased_keys[TC_PHASED_NTAGS];
+uint8_t arena_phased_index[ARENA_PHASED_INDEX];
 
-static uint32_t special_key(unsigned c, uint32_t phase, bool typed);
+/* Files tag index i under its key in arena_phased_index: after the key
+ * is taken, so that a lookup that finds the entry finds the key. One
+ * entry per tag, in a table with room for more than all: a free slot is
+ * always found. */
+static void phased_index_put(uint32_t key, unsigned i)
+{
+    for (uint32_t h = arena_phased_hash(key);; h++) {
+        uint8_t *slot = &arena_phased_index[h % ARENA_PHASED_INDEX];
+        uint8_t seen = 0;
+        if (__atomic_compare_exchange_n(slot, &seen, (uint8_t)(i + 1), false, __ATOMIC_RELEASE, __ATOMIC_RELAXED) ||
+            seen == i + 1)
+            return;
+    }
+}
 
 /* The tcache_class of a new special bin: a phased tag for an untyped
  * small class at a phase other than 0 in an automatic arena whose class
@@ -80,21 +94,22 @@ static uint8_t special_tag(const arena_t *a, unsigned c, uint32_t phase, bool ty
 {
     if (typed || phase == 0 || phase % 4 != 0 || c >= NSMALL || a->manual || bin_tag(a, c) == TC_NONE)
         return TC_NONE;
-    uint32_t key = special_key(c, phase, false);
+    uint32_t key = arena_phased_key(c, phase);
     for (unsigned i = 0; i < TC_PHASED_NTAGS; i++) {
-        uint32_t seen = __atomic_load_n(&phased_tag_keys[i], __ATOMIC_ACQUIRE);
-        if (seen == 0 && __atomic_compare_exchange_n(&phased_tag_keys[i], &seen, key, false, __ATOMIC_ACQ_REL,
-                                                     __ATOMIC_ACQUIRE))
+        uint32_t seen = __atomic_load_n(&arena_phased_keys[i], __ATOMIC_ACQUIRE);
+        if ((seen == 0 && __atomic_compare_exchange_n(&arena_phased_keys[i], &seen, key, false, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) ||
+            seen == key) {
+            phased_index_put(key, i);
             return (uint8_t)tc_phased_class_at(i);
-        if (seen == key)
-            return (uint8_t)tc_phased_class_at(i);
+        }
     }
     return TC_NONE;
 }
 
 unsigned arena_phased_tag_class(unsigned k)
 {
-    uint32_t key = tc_class_is_phased(k) ? __atomic_load_n(&phased_tag_keys[tc_phased_index(k)], __ATOMIC_ACQUIRE) : 0;
+    uint32_t key = tc_class_is_phased(k) ? __atomic_load_n(&arena_phased_keys[tc_phased_index(k)], __ATOMIC_ACQUIRE) : 0;
     return key == 0 ? NSMALL : key >> 20;
 }
 

@@ -29,11 +29,10 @@ static dpm_mutex_t make_lock = DPM_MUTEX_INITIALIZER;
 /* Slots per class in every CPU cache. */
 static unsigned class_cap[NSMALL];
 static size_t slots_per_cache;
-/* Bytes each phased tag's bin may hold (what the classes leave of
- * percpu_bytes, shared by all the tags); its bin gets its slots, up to
- * CPU_PHASED_SLOTS of the reserve after the classes', when a miss or an
- * overflow of its tag first finds it without (phased_bin). */
-static size_t phased_bytes;
+/* Bytes of each CPU's phased pool (cpu_cache.h): a tag's bin gets its
+ * slots, up to CPU_PHASED_SLOTS of the reserve after the classes', when a
+ * miss or an overflow of its tag first finds it without (locked_bin). */
+static size_t phased_pool;
 /* Object size of tag t's blocks: for a class's tag at init, a phased
  * tag's when its first bin gets slots (drain and stats count bytes). */
 static uint32_t tag_objsize[CPU_NTAGS];
@@ -73,14 +72,17 @@ static size_t classes_bound(void)
     return bytes;
 }
 
-/* A CPU's cache holds at most opt.percpu_bytes of small blocks: each of
- * the cached classes gets an equal share, in whole blocks (at least one,
- * at most CPU_BATCH_MAX); what they leave is shared by the phased tags
- * (phased_cap). cpu_cache_bound() is the classes' exact sum plus the
- * phased tags' shares. */
+/* A CPU's cache holds at most opt.percpu_bytes of small blocks: the
+ * phased tags' pool, and for each of the cached classes an equal share of
+ * the rest, in whole blocks (at least one, at most CPU_BATCH_MAX).
+ * cpu_cache_bound() is the classes' exact sum plus the pool. */
 static void size_classes(void)
 {
-    size_t share = g.tcache_nclasses != 0 ? opt.percpu_bytes / g.tcache_nclasses : 0;
+    phased_pool = opt.percpu_bytes / CPU_PHASED_POOL_DIV;
+    if (phased_pool > UINT32_MAX)
+        phased_pool = UINT32_MAX;
+    size_t rest = opt.percpu_bytes - phased_pool;
+    size_t share = g.tcache_nclasses != 0 ? rest / g.tcache_nclasses : 0;
     slots_per_cache = 0;
     for (unsigned c = 0; c < NSMALL; c++) {
         size_t n = c < g.tcache_nclasses ? share / sc_size(c) : 0;
@@ -90,18 +92,19 @@ static void size_classes(void)
         slots_per_cache += class_cap[c];
         tag_objsize[c + 1] = (uint32_t)sc_size(c);
     }
-    size_t classes = classes_bound();
-    phased_bytes = opt.percpu_bytes > classes ? (opt.percpu_bytes - classes) / TC_PHASED_NTAGS : 0;
 }
 
-/* The slots phased tag k's bin gets: its share in whole blocks, up to
- * CPU_PHASED_SLOTS; 0 (never cached) if a block exceeds the share. */
-static unsigned phased_cap(unsigned k)
+/* The slots phased tag k's bin gets in a cache whose pool has `left`
+ * bytes: whole blocks of at most a quarter of the pool and of what is
+ * left, up to CPU_PHASED_SLOTS; 0 (not cached on that CPU) if no block
+ * fits. */
+static unsigned phased_cap(unsigned k, size_t left)
 {
     unsigned c = arena_phased_tag_class(k);
     if (c >= NSMALL)
         return 0;
-    size_t n = phased_bytes / sc_size(c);
+    size_t bytes = phased_pool / 4 < left ? phased_pool / 4 : left;
+    size_t n = bytes / sc_size(c);
     return n > CPU_PHASED_SLOTS ? CPU_PHASED_SLOTS : (unsigned)n;
 }
 
@@ -111,7 +114,7 @@ static size_t cache_size(void)
     return sizeof(cpu_cache_t) + (slots_per_cache + (size_t)TC_PHASED_NTAGS * CPU_PHASED_SLOTS) * sizeof(void *);
 }
 
-size_t cpu_cache_bound(void) { return classes_bound() + phased_bytes * TC_PHASED_NTAGS; }
+size_t cpu_cache_bound(void) { return classes_bound() + phased_pool; }
 
 bool cpu_caches_init(void)
 {
@@ -144,6 +147,7 @@ static cpu_cache_t *make_cache(unsigned cpu)
         cc = base_alloc(cache_size(), CACHELINE);
         if (cc != NULL) {
             cc->cpu = cpu;
+            cc->phased_left = (uint32_t)phased_pool;
             void **next = (void **)(cc + 1);
             for (unsigned c = 0; c < NSMALL; c++) {
                 if (class_cap[c] == 0)
@@ -277,9 +281,10 @@ static cpu_bin_t *locked_bin(cpu_cache_t *cc, unsigned k)
     cpu_bin_t *b = &cc->tags[k + 1];
     if (b->top != NULL || !tc_class_is_phased(k))
         return b;
-    unsigned cap = phased_cap(k);
+    unsigned cap = phased_cap(k, cc->phased_left);
     if (cap == 0)
         return b;
+    cc->phased_left -= cap * (uint32_t)sc_size(arena_phased_tag_class(k));
     __atomic_store_n(&tag_objsize[k + 1], (uint32_t)sc_size(arena_phased_tag_class(k)), __ATOMIC_RELAXED);
     void **slots = (void **)(cc + 1) + slots_per_cache + (size_t)tc_phased_index(k) * CPU_PHASED_SLOTS;
     b->low = slots;
@@ -556,6 +561,7 @@ const char *cpu_caches_check(void)
             return "a CPU's cache is left locked";
         if (cc->cpu != cpu)
             return "a cache names another CPU";
+        size_t pool_given = 0;
         for (unsigned t = 0; t < CPU_NTAGS; t++) {
             const cpu_bin_t *b = &cc->tags[t];
             unsigned c = t - 1;
@@ -567,8 +573,11 @@ const char *cpu_caches_check(void)
                     return "a bin without slots is not all NULL (empty and full)";
                 continue;
             }
-            unsigned cap = phased ? phased_cap(c) : class_cap[c];
-            if (b->cap != cap || b->top - b->low != (ptrdiff_t)b->cap)
+            if (phased)
+                pool_given += (size_t)b->cap * tag_objsize[t];
+            if (phased ? b->cap == 0 || b->cap > CPU_PHASED_SLOTS : b->cap != class_cap[c])
+                return "a bin's capacity is not its class's or its tag's";
+            if (b->top - b->low != (ptrdiff_t)b->cap)
                 return "a bin's bounds do not span its capacity";
             if (b->head < b->low || b->head > b->top)
                 return "a bin's head is outside its slots";
@@ -583,6 +592,8 @@ const char *cpu_caches_check(void)
                     return "a cached block sits free in its slab too";
             }
         }
+        if (pool_given + cc->phased_left != phased_pool)
+            return "the phased tags' bins and the pool left do not add up to the pool";
     }
     return NULL;
 }

@@ -37,8 +37,12 @@
 #define CPU_NTAGS 256
 #define CPU_BATCH_MAX 512
 /* Most slots of a phased tag's bin (tcache_class in the phased ranges,
- * span.h): the tags share what the classes leave of percpu_bytes. */
+ * span.h). The tags' bins share a pool of percpu_bytes / CPU_PHASED_POOL_DIV
+ * per CPU, the classes the rest; a tag's bin gets its slots on a CPU at
+ * its first miss or overflow there, at most a quarter of the pool, as
+ * long as the pool lasts (the first tags used on a CPU get bins). */
 #define CPU_PHASED_SLOTS 64
+#define CPU_PHASED_POOL_DIV 16
 
 /* A class's blocks sit in [head, top); pop is *head++, push is *--head;
  * full when head == low. Bins without slots are all NULL. */
@@ -56,7 +60,8 @@ typedef struct cpu_cache {
     uint32_t events_seen; /* events at the last decay pass */
     uint32_t releases;    /* unlocks: the futex remote lockers sleep on */
     uint32_t waiters;     /* remote lockers asleep */
-    uint32_t pad[3];
+    uint32_t phased_left; /* bytes of the phased pool not given to a tag's bin yet */
+    uint32_t pad[2];
     cpu_bin_t tags[CPU_NTAGS];      /* tags[t]; tags[c + 1] is class c's */
 } CACHE_ALIGNED cpu_cache_t;
 
