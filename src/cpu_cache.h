@@ -1,6 +1,7 @@
 /*
  * cpu_cache.h - caches that belong to CPUs: per CPU, per small size
- * class, a bounded stack of free blocks that malloc pops and free pushes
+ * class and per phased tag (aligned-at-offset blocks of automatic arenas,
+ * span.h), a bounded stack of free blocks that malloc pops and free pushes
  * in restartable sequences (rseq.h) on the cache of the CPU the thread
  * runs on. A sequence that is preempted, migrated or interrupted by a
  * signal starts over, so its one committing store (the stack's new head)
@@ -30,10 +31,11 @@
 /* CPU numbers the table covers; a machine with more possible CPUs keeps
  * thread caches. */
 #define CPU_SLOTS_MAX 1024
-/* Bins addressed by page-map tag (0: none, t: class t - 1), as the
- * thread caches' (tcache.h): tags of blocks no CPU cache takes (large
- * blocks, manual arenas' classes, classes past tcache_max) name bins
- * without slots, always empty and full. */
+/* Bins addressed by page-map tag (0: none, t: class t - 1, or phased
+ * tcache_class t - 1), as the thread caches' (tcache.h): tags of blocks
+ * no CPU cache takes (large blocks, manual arenas' classes, classes past
+ * tcache_max, phased tags before their bin gets slots on that CPU) name
+ * bins without slots, always empty and full. */
 #define CPU_NTAGS 256
 #define CPU_BATCH_MAX 512
 /* Most slots of a phased tag's bin (tcache_class in the phased ranges,
