@@ -734,7 +734,8 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         if (c < NSMALL) {
             uint32_t phase = (uint32_t)((align - off) & (align - 1));
             void *p = phased_small(c, size, phase, zero);
-            unsigned k = arena_phased_tag_find(c, phase);
+            /* the shape for the next request (only mode cpu reads it) */
+            unsigned k = tls_thread.cpu_table == cpu_cache_table ? arena_phased_tag_find(c, phase) : TC_NONE;
             if (k != TC_NONE)
                 __atomic_store_n(shape_slot(shape_of(plain, align, off)), shape_of(plain, align, off) << 8 | k,
                                  __ATOMIC_RELAXED);

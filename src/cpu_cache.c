@@ -411,7 +411,7 @@ static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
         cpu_bin_t *b = &cc->tags[t];
         while (b->head != b->top && k < DRAIN_CHUNK) {
             out[k++] = cpu_slot_block(*b->head++);
-            *bytes += tag_objsize[t];
+            *bytes += __atomic_load_n(&tag_objsize[t], __ATOMIC_RELAXED);
         }
     }
     return k;
