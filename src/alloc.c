@@ -670,8 +670,10 @@ static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
         p = cpu_cache_phased_miss(bin);
     } else if (tls_state == THREAD_CACHED && tls_thread.cpu_table != cpu_cache_table) {
         p = tcache_phased_alloc(tcache_mine(), bin);
-    } else if (!bin_block(bin, &p)) {   /* it may have gone home with the free key */
+    } else if (arena_bin_fill(bin, &p, 1, NULL) == 0) {
         p = NULL;
+    } else if (bin->tcache_class != TC_NONE) {
+        tc_block_handed_out(p);   /* a CPU cache may have sent it home with the free key */
     }
     if (p == NULL)
         return NULL;

@@ -462,7 +462,8 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
         void *p;
         if (arena_bin_fill(bin, &p, 1, NULL) != 1)
             return NULL;
-        tc_block_handed_out(p);
+        if (bin->tcache_class != TC_NONE)
+            tc_block_handed_out(p);
         return p;
     }
     phased_stash_t *st = NULL;
@@ -491,8 +492,11 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
      * the program's */
     __atomic_store_n(&st->bytes, (size_t)(st->n - 1) * bin->objsize, __ATOMIC_RELAXED);
     void *p = st->objs[--st->n];
-    /* a CPU cache's flush may have sent it home with the free key */
-    tc_block_handed_out(p);
+    /* a CPU cache's flush may have sent a tagged bin's block home with
+     * the free key (an untagged bin's never hold it, and may lie at odd
+     * addresses, where the key's word would be misaligned) */
+    if (bin->tcache_class != TC_NONE)
+        tc_block_handed_out(p);
     return p;
 }
 

@@ -175,8 +175,17 @@ static struct mailbox {
     unsigned n;
 } boxes[NWORKERS];
 
-/* (align, offset) pairs: several tags per thread */
+/* (align, offset) pairs: several tags per thread. Under ASan, offsets
+ * that leave block starts 8-byte aligned only: ASan's shadow byte covers
+ * 8 bytes, so two blocks that share one (a phase of 4 mod 8) have their
+ * annotations race on it when two threads allocate and free them at
+ * once, and a live block can read as poisoned; the single-threaded tests
+ * above keep offset 4. */
+#ifdef DPM_TEST_SANITIZED
+static const size_t shapes[][2] = {{64, 8}, {64, 24}, {32, 16}, {128, 8}, {64, 40}};
+#else
 static const size_t shapes[][2] = {{64, 4}, {64, 12}, {32, 4}, {128, 8}, {64, 36}};
+#endif
 
 static void fill(void *p, size_t size, uint32_t tag)
 {
