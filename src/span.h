@@ -74,7 +74,8 @@ typedef struct span {
     uint64_t div_inv;        /* (p - base) -> object index, see span_index_of */
     uint64_t last_index;     /* slab: objects - 1; large: 0 (64 bits: compared in place) */
     uint8_t div_shift;
-    uint8_t tcache_class;    /* class whose thread-cache bin takes the block; set before
+    uint8_t tcache_class;    /* the cache bin that takes the block (its class's, a manual
+                                arena's class + TC_MANUAL_BASE, a phased tag); set before
                                 the span is mapped, or by ph_set_tcache_class, which re-tags
                                 its page-map entries */
     uint8_t kind;            /* enum span_kind */
