@@ -14,7 +14,9 @@
  * child; a purge (arena.<i>.purge, malloc_trim's drain) empties the
  * tags' bins (stats.cpu_cache_bytes is 0 after it); threads that free each other's phased blocks, with a
  * pattern checked on every block, leave the caches whole; once every tag
- * is taken, new (class, phase) pairs keep TC_NONE and still work.
+ * is taken, new (class, phase) pairs keep TC_NONE and still work; a
+ * manual arena's phased blocks carry no tag, and the arena is destroyed
+ * after its thread's frees.
  * In mode thread (DPM_THREAD_CACHES_ONLY, percpu:false) phased blocks keep
  * the thread caches' path (stashes on allocation, frees home): the checks
  * of the CPU caches are skipped there, the others run.
@@ -277,6 +279,45 @@ static void test_threads(void)
     EXPECT_TRUE(why == NULL, "after the threads: %s", why);
 }
 
+/* A thread bound to a manual arena: its phased blocks carry no tag (no
+ * cache may hold them past a reset or destroy), and the arena can be
+ * destroyed once the thread let go of it. */
+static void *manual_thread(void *arg)
+{
+    unsigned a = *(unsigned *)arg;
+    EXPECT_TRUE(dpm_ctl("thread.arena", NULL, NULL, &a, sizeof a) == 0, "thread.arena");
+    void *v[100];
+    for (unsigned i = 0; i < 100; i++) {
+        v[i] = dpm_malloc_aligned_at(44 + 4 * (i % 16), ALIGN, OFFSET);
+        EXPECT_TRUE(v[i] != NULL && aligned_at(v[i], ALIGN, OFFSET), "manual block %u: %p", i, v[i]);
+        const span_t *s = span_of(v[i]);
+        EXPECT_TRUE(s->arena->manual && s->tcache_class == TC_NONE, "a manual arena's phased block has tag %u",
+                    s->tcache_class);
+    }
+    for (unsigned i = 0; i < 100; i++) {
+        const span_t *s = span_of(v[i]);
+        dpm_free(v[i]);
+        /* straight home: free in its slab at once, in no cache (or its
+         * slab, emptied, went back to the arena's pages) */
+        EXPECT_TRUE(s->kind != SPAN_SLAB || span_block_is_free(s, span_block_index(s, (uintptr_t)v[i])),
+                    "a manual arena's phased block did not go home");
+    }
+    return NULL;
+}
+
+static void test_manual_arena(void)
+{
+    unsigned a = 0;
+    size_t len = sizeof a;
+    EXPECT_TRUE(dpm_ctl("arenas.create", &a, &len, NULL, 0) == 0, "arenas.create");
+    pthread_t t;
+    EXPECT_TRUE(pthread_create(&t, NULL, manual_thread, &a) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    char name[64];
+    snprintf(name, sizeof name, "arena.%u.destroy", a);
+    EXPECT_TRUE(dpm_ctl(name, NULL, NULL, NULL, 0) == 0, "%s", name);
+}
+
 /* Past the last tag: (class, phase) pairs beyond TC_PHASED_NTAGS keep
  * TC_NONE and bypass the caches, correctly aligned all the same; so do
  * phases that are not a multiple of 4 (odd offsets: a slot's low bit is
@@ -315,6 +356,7 @@ int main(void)
     test_misuse();
     test_trim();
     test_threads();
+    test_manual_arena();
     test_tags_used_up();
     return unit_finish("test_phased_cache");
 }
