@@ -102,8 +102,12 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
 
 /* Whether the CPU caches take blocks of tcache_class k: the cached
  * classes of the automatic arenas, and of node arenas with node tags
- * (which tag only their cached classes so). */
-static bool cpu_takes(unsigned k) { return k < g.tcache_nclasses || tc_class_is_node(k); }
+ * (which tag only their cached classes so), and the phased tags (only
+ * automatic arenas' phased bins of cached classes get one, arena.c). */
+static bool cpu_takes(unsigned k)
+{
+    return k < g.tcache_nclasses || tc_class_is_node(k) || tc_class_is_phased(k);
+}
 
 /* numa:true: the node of the CPU the calling thread runs on, whose table
  * its pops use from now on (cpu_cache_node_tables; the all-locked table
@@ -436,7 +440,8 @@ void free_front_miss(void *p, uintptr_t e, const char *call)
         free_slow(p, radix_entry_span(e), call);
         return;
     }
-    /* a class the CPU caches take: the checks passed in free_fast */
+    /* a class or phased tag the CPU caches take: the checks passed in
+     * free_fast */
     if (tag != 0 && cpu_takes((unsigned)tag - 1)) {
         int *err = &errno, saved = *err;   /* free keeps errno (free_slow) */
         if (unlikely(__atomic_load_n(&background_idle, __ATOMIC_RELAXED)))
@@ -700,32 +705,86 @@ static void *aligned_small(unsigned c, size_t size, bool zero)
     return p;
 }
 
+/* A block of the thread's arena's phased bin (class c, phase): on the
+ * CPU caches, from the CPU's bin of the pair's tag, as malloc's fast path
+ * does (a free pushes it there through free_fast), with no arena or bin
+ * looked up unless that bin is empty; on a thread cache, through the
+ * thread's stash; else (an untagged bin, no cache) from the bin itself.
+ * NULL without memory. */
 static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero)
 {
+    void *p = NULL;
+    unsigned k = arena_phased_tag_find(c, phase);
+    if (likely(k != TC_NONE) && tls_thread.cpu_table == cpu_cache_table &&
+        cpu_cache_pop(cpu_cache_table, k * sizeof(cpu_bin_t), &p)) {
+        p = cpu_handout(p);
+        goto got;
+    }
+    if (tls_state == THREAD_NEW)
+        (void)thread_cache_make();
     arena_t *a = thread_arena();
     bin_t *bin = a != NULL ? arena_special_bin(a, c, phase, false) : NULL;
-    void *p = NULL;
     if (bin == NULL)
         return NULL;
-    /* a stash is the thread's own: made with its cache at its first use */
-    tcache_t *tc = tls_state == THREAD_CACHED ? tcache_make_own() : NULL;
-    if (tc != NULL)
+    tcache_t *tc;
+    if (tls_thread.cpu_table == cpu_cache_table && bin->tcache_class != TC_NONE) {
+        p = cpu_cache_phased_miss(bin);
+    } else if (tls_thread.cpu_table != cpu_cache_table && tls_state == THREAD_CACHED &&
+               (tc = tcache_make_own()) != NULL) {
+        /* a stash is the thread's own: made with its cache at its first use */
         p = tcache_phased_alloc(tc, bin);
-    else if (arena_bin_fill(bin, &p, 1, NULL) == 0)   /* phased blocks never carry the free key */
+    } else if (arena_bin_fill(bin, &p, 1, NULL) == 0) {
         p = NULL;
+    } else if (bin->tcache_class != TC_NONE) {
+        tc_block_handed_out(p);   /* a CPU cache may have sent it home with the free key */
+    }
     if (p == NULL)
         return NULL;
+got:
     DPM_ANN_OPEN(p, zero_bytes(c, size));
     if (zero || opt.zero)
         memset(p, 0, zero_bytes(c, size));
     return p;
 }
 
+/* What an aligned-at-offset request's shape (its size's plain class, the
+ * alignment, the offset) comes to in phased tags: a request whose shape
+ * is here pops its tag's CPU bin without working out the class, the
+ * phase or the tag. A shape determines the class and phase, and a pair's
+ * tag never changes, so an entry is valid once written; one 64-bit word
+ * (shape << 8 | tag) is stored and loaded whole, so a racing writer of
+ * another shape at the same slot leaves one or the other. */
+#define SHAPE_MEMO 256
+static uint64_t shape_memo[SHAPE_MEMO];
+
+DPM_INLINE uint64_t shape_of(unsigned plain, size_t align, size_t off)
+{
+    return (uint64_t)plain << 40 | (uint64_t)align << 16 | off;   /* align <= PAGE, off < align */
+}
+DPM_INLINE uint64_t *shape_slot(uint64_t shape)
+{
+    return &shape_memo[(shape * 0x9e3779b97f4a7c15ull) >> 56];
+}
+_Static_assert(SHAPE_MEMO == 256 && PAGE < (1u << 24), "shape_slot takes the hash's top 8 bits; shapes fit 56 bits");
+
 void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
 {
+    size_t off = offset & (align - 1);
+    if (off != 0 && align <= PAGE && size <= SMALL_MAX && tls_thread.cpu_table == cpu_cache_table) {
+        /* a phased block from the CPU's bin of a shape seen before */
+        uint64_t shape = shape_of(sc_of_size(size), align, off);
+        uint64_t e = __atomic_load_n(shape_slot(shape), __ATOMIC_RELAXED);
+        void *p;
+        if (likely(e >> 8 == shape) && likely(cpu_cache_pop(cpu_cache_table, (e & 0xff) * sizeof(cpu_bin_t), &p))) {
+            p = cpu_handout(p);
+            DPM_ANN_OPEN(p, size);
+            if (zero)
+                memset(p, 0, size);
+            return p;
+        }
+    }
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
-    size_t off = offset & (align - 1);
     if (align <= QUANTUM && off == 0)
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     if (align <= PAGE) {
@@ -738,7 +797,13 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
         if (c < NSMALL) {
-            void *p = phased_small(c, size, (uint32_t)((align - off) & (align - 1)), zero);
+            uint32_t phase = (uint32_t)((align - off) & (align - 1));
+            void *p = phased_small(c, size, phase, zero);
+            /* the shape for the next request (only mode cpu reads it) */
+            unsigned k = tls_thread.cpu_table == cpu_cache_table ? arena_phased_tag_find(c, phase) : TC_NONE;
+            if (k != TC_NONE)
+                __atomic_store_n(shape_slot(shape_of(plain, align, off)), shape_of(plain, align, off) << 8 | k,
+                                 __ATOMIC_RELAXED);
             if (p != NULL)
                 return p;
         }

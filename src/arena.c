@@ -66,6 +66,58 @@ static uint8_t bin_tag(const arena_t *a, unsigned c)
     return bin_tags[set][c];
 }
 
+/* The (class, phase) pair of each phased tag (span.h), by tc_phased_index:
+ * its arena_phased_key, 0 while free. Taken with a compare-and-swap,
+ * never given back (a tag names the same pair in every arena, so that the
+ * caches above need no arena to find a block's bin): no lock, so a fork
+ * cannot leave one held. */
+uint32_t arena_phased_keys[TC_PHASED_NTAGS];
+uint8_t arena_phased_index[ARENA_PHASED_INDEX];
+
+/* Files tag index i under its key in arena_phased_index: after the key
+ * is taken, so that a lookup that finds the entry finds the key. One
+ * entry per tag, in a table with room for more than all: a free slot is
+ * always found. */
+static void phased_index_put(uint32_t key, unsigned i)
+{
+    for (uint32_t h = arena_phased_hash(key);; h++) {
+        uint8_t *slot = &arena_phased_index[h % ARENA_PHASED_INDEX];
+        uint8_t seen = 0;
+        if (__atomic_compare_exchange_n(slot, &seen, (uint8_t)(i + 1), false, __ATOMIC_RELEASE, __ATOMIC_RELAXED) ||
+            seen == i + 1)
+            return;
+    }
+}
+
+/* The tcache_class of a new special bin: a phased tag for an untyped
+ * small class at a phase other than 0 in an automatic arena whose class
+ * is cached at all (bin_tag), TC_NONE otherwise or once every tag is
+ * taken. The phase must be a multiple of 4: a cache's slot keeps a flag
+ * in a block address's low bit (CPU_FRESH), and the free key is a 32-bit
+ * word at byte 8 (tc_key_word). */
+static uint8_t special_tag(const arena_t *a, unsigned c, uint32_t phase, bool typed)
+{
+    if (typed || phase == 0 || phase % 4 != 0 || c >= NSMALL || a->manual || bin_tag(a, c) == TC_NONE)
+        return TC_NONE;
+    uint32_t key = arena_phased_key(c, phase);
+    for (unsigned i = 0; i < TC_PHASED_NTAGS; i++) {
+        uint32_t seen = __atomic_load_n(&arena_phased_keys[i], __ATOMIC_ACQUIRE);
+        if ((seen == 0 && __atomic_compare_exchange_n(&arena_phased_keys[i], &seen, key, false, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) ||
+            seen == key) {
+            phased_index_put(key, i);
+            return (uint8_t)tc_phased_class_at(i);
+        }
+    }
+    return TC_NONE;
+}
+
+unsigned arena_phased_tag_class(unsigned k)
+{
+    uint32_t key = tc_class_is_phased(k) ? __atomic_load_n(&arena_phased_keys[tc_phased_index(k)], __ATOMIC_ACQUIRE) : 0;
+    return key == 0 ? NSMALL : key >> 20;
+}
+
 static bool is_destroyed(const arena_t *a) { return __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE); }
 
 /* Fresh state, from ph on, for a new arena or a destroyed slot being
@@ -317,7 +369,7 @@ bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed)
         special_table_t *t = special_room(a);
         bin = t != NULL ? base_alloc(sizeof(bin_t), CACHELINE) : NULL;
         if (bin != NULL) {
-            bin_init(bin, a, c, phase, TC_NONE, typed);
+            bin_init(bin, a, c, phase, special_tag(a, c, phase, typed), typed);
             special_put(t, key, bin);
         }
     }

@@ -123,6 +123,35 @@ bool arena_set_auto_count(unsigned n);
 /* Bin for objects of class c laid at phase bytes into each slab, typed or
  * not, made on first use; NULL only when out of metadata memory. */
 bin_t *arena_special_bin(arena_t *a, unsigned c, uint32_t phase, bool typed);
+/* The small class of the blocks whose spans carry phased tcache_class k
+ * (span.h), or NSMALL while no bin has that tag. Phased bins of automatic
+ * arenas get their tag when made (special_tag in arena.c). */
+unsigned arena_phased_tag_class(unsigned k);
+
+/* The phased tags by (class, phase), for an allocation that needs only
+ * the tag while its CPU's bin has blocks (no arena, no bin): the key of
+ * each tag by tc_phased_index (0: free), and an open-addressing index of
+ * the taken ones (entry: tag index + 1, 0: empty). Written once per tag
+ * (arena.c), read without a lock. */
+#define ARENA_PHASED_INDEX 128
+_Static_assert(ARENA_PHASED_INDEX > TC_PHASED_NTAGS, "the index always has an empty entry");
+extern uint32_t arena_phased_keys[TC_PHASED_NTAGS];
+extern uint8_t arena_phased_index[ARENA_PHASED_INDEX];
+DPM_INLINE uint32_t arena_phased_key(unsigned c, uint32_t phase) { return (uint32_t)c << 20 | phase << 1; }
+DPM_INLINE uint32_t arena_phased_hash(uint32_t key) { return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 57); }
+/* The phased tcache_class of (class c, phase), or TC_NONE if no bin of
+ * that pair has a tag yet. */
+DPM_INLINE unsigned arena_phased_tag_find(unsigned c, uint32_t phase)
+{
+    uint32_t key = arena_phased_key(c, phase);
+    for (uint32_t h = arena_phased_hash(key);; h++) {
+        unsigned e = __atomic_load_n(&arena_phased_index[h % ARENA_PHASED_INDEX], __ATOMIC_ACQUIRE);
+        if (e == 0)
+            return TC_NONE;
+        if (__atomic_load_n(&arena_phased_keys[e - 1], __ATOMIC_RELAXED) == key)
+            return tc_phased_class_at(e - 1);
+    }
+}
 /* Calls fn on every special bin of a: under a->special_lock for a stable
  * view (fork, reset), or racily (stats: a bin made meanwhile may be missed). */
 void arena_for_each_special_bin(arena_t *a, void (*fn)(bin_t *, void *), void *arg);

@@ -39,6 +39,14 @@ static dpm_mutex_t make_lock = DPM_MUTEX_INITIALIZER;
 /* Slots per class in every CPU cache. */
 static unsigned class_cap[NSMALL];
 static size_t slots_per_cache;
+/* Bytes of each CPU's phased pool (cpu_cache.h): a tag's bin gets its
+ * slots, up to CPU_PHASED_SLOTS of the reserve after the classes', when a
+ * miss or an overflow of its tag first finds it without (locked_bin). */
+static size_t phased_pool;
+/* Object size of tag t's blocks: for a class's or a node's tag at init,
+ * a phased tag's when its first bin gets slots (drain and stats count
+ * bytes). */
+static uint32_t tag_objsize[CPU_NTAGS];
 /* CPU numbers below it exist (possible CPUs); caches are made for them only. */
 static unsigned possible_cpus;
 
@@ -97,15 +105,30 @@ static void held_clear(unsigned cpu) { held_bits[cpu / 64] &= ~((uint64_t)1 << (
 
 /* ---- bounds -------------------------------------------------------------- */
 
+/* The bins of the automatic arenas' classes only (size_classes). */
+static size_t classes_bound(void)
+{
+    size_t bytes = 0;
+    for (unsigned c = 0; c < NSMALL; c++)
+        bytes += (size_t)class_cap[c] * sc_size(c);
+    return bytes;
+}
+
 /* A CPU's cache holds at most opt.percpu_bytes of small blocks of the
- * automatic arenas: each of the cached classes gets an equal share, in
- * whole blocks (at least one, at most CPU_BATCH_MAX). Its node's bins,
- * where its node has tags, get as many slots again: at most
- * opt.percpu_bytes of the node arena's blocks. cpu_cache_bound() is the
- * exact sum for a cache with both. */
+ * automatic arenas: the phased tags' pool (percpu_bytes /
+ * CPU_PHASED_POOL_DIV), and for each of the cached classes an equal
+ * share of the rest, in whole blocks (at least one, at most
+ * CPU_BATCH_MAX). Its node's bins, where its node has tags, get as many
+ * slots again as the classes' bins: at most what the classes hold of the
+ * node arena's blocks. cpu_cache_bound() is the exact sum for a cache
+ * with all three. */
 static void size_classes(void)
 {
-    size_t share = g.tcache_nclasses != 0 ? opt.percpu_bytes / g.tcache_nclasses : 0;
+    phased_pool = opt.percpu_bytes / CPU_PHASED_POOL_DIV;
+    if (phased_pool > UINT32_MAX)
+        phased_pool = UINT32_MAX;
+    size_t rest = opt.percpu_bytes - phased_pool;
+    size_t share = g.tcache_nclasses != 0 ? rest / g.tcache_nclasses : 0;
     slots_per_cache = 0;
     for (unsigned c = 0; c < NSMALL; c++) {
         size_t n = c < g.tcache_nclasses ? share / sc_size(c) : 0;
@@ -113,19 +136,30 @@ static void size_classes(void)
             n = 1;
         class_cap[c] = n > CPU_BATCH_MAX ? CPU_BATCH_MAX : (unsigned)n;
         slots_per_cache += class_cap[c];
+        tag_objsize[c + 1] = (uint32_t)sc_size(c);
+        for (unsigned node = 0; node < TC_NODE_GROUPS; node++)
+            tag_objsize[tc_node_class(node, c) + 1] = (uint32_t)sc_size(c);
     }
 }
 
 /* Whether some CPU's node has tags: caches with node bins exist. */
 static bool any_node_bins;
 
-size_t cpu_cache_bound(void)
+/* The slots phased tag k's bin gets in a cache whose pool has `left`
+ * bytes: whole blocks of at most a quarter of the pool and of what is
+ * left, up to CPU_PHASED_SLOTS; 0 (not cached on that CPU) if no block
+ * fits. */
+static unsigned phased_cap(unsigned k, size_t left)
 {
-    size_t bytes = 0;
-    for (unsigned c = 0; c < NSMALL; c++)
-        bytes += (size_t)class_cap[c] * sc_size(c);
-    return any_node_bins ? 2 * bytes : bytes;
+    unsigned c = arena_phased_tag_class(k);
+    if (c >= NSMALL)
+        return 0;
+    size_t bytes = phased_pool / 4 < left ? phased_pool / 4 : left;
+    size_t n = bytes / sc_size(c);
+    return n > CPU_PHASED_SLOTS ? CPU_PHASED_SLOTS : (unsigned)n;
 }
+
+size_t cpu_cache_bound(void) { return (any_node_bins ? 2 : 1) * classes_bound() + phased_pool; }
 
 bool cpu_caches_init(void)
 {
@@ -162,10 +196,16 @@ bool cpu_caches_init(void)
 
 /* ---- making and locking -------------------------------------------------- */
 
-/* A cache's bytes with its slots: the node's bins double them. */
+/* The slots of a cache's class and node bins: the node's bins double
+ * them. The phased tags' reserve follows them. */
+static size_t bin_slots(unsigned node) { return (node != CPU_NO_NODE ? 2 : 1) * slots_per_cache; }
+
+/* A cache's bytes with its slots: the classes', the node's, then the
+ * phased tags' reserve (CPU_PHASED_SLOTS for each tag, of which the pool
+ * lets a few be used). */
 static size_t cache_bytes(unsigned node)
 {
-    return sizeof(cpu_cache_t) + (node != CPU_NO_NODE ? 2 : 1) * slots_per_cache * sizeof(void *);
+    return sizeof(cpu_cache_t) + (bin_slots(node) + (size_t)TC_PHASED_NTAGS * CPU_PHASED_SLOTS) * sizeof(void *);
 }
 
 static cpu_cache_t *make_cache(unsigned cpu)
@@ -178,6 +218,7 @@ static cpu_cache_t *make_cache(unsigned cpu)
         if (cc != NULL) {
             cc->cpu = cpu;
             cc->node = node;
+            cc->phased_left = (uint32_t)phased_pool;
             void **next = (void **)(cc + 1);
             for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
                 unsigned k = bin_kind(cc, i);
@@ -310,13 +351,39 @@ static cpu_cache_t *lock_here_made(void)
     return cc;
 }
 
+/* The bin of the locked cache cc for tcache_class k (a class, a node's
+ * class or a phased tag), giving a phased tag's bin its slots the first
+ * time (after the class and node bins' slots, bin_slots): a tag
+ * is taken while caches run (arena.c), and a bin without slots is empty
+ * and full to the sequences, so the first miss or overflow of each CPU
+ * lands here under the lock. */
+static cpu_bin_t *locked_bin(cpu_cache_t *cc, unsigned k)
+{
+    cpu_bin_t *b = &cc->tags[k + 1];
+    if (b->top != NULL || !tc_class_is_phased(k))
+        return b;
+    unsigned cap = phased_cap(k, cc->phased_left);
+    if (cap == 0)
+        return b;
+    cc->phased_left -= cap * (uint32_t)sc_size(arena_phased_tag_class(k));
+    __atomic_store_n(&tag_objsize[k + 1], (uint32_t)sc_size(arena_phased_tag_class(k)), __ATOMIC_RELAXED);
+    void **slots = (void **)(cc + 1) + bin_slots(cc->node) + (size_t)tc_phased_index(k) * CPU_PHASED_SLOTS;
+    b->low = slots;
+    b->cap = cap;
+    b->top = slots + cap;
+    /* last: readers that see a head see the bin's bounds (stats, lookups) */
+    __atomic_store_n(&b->head, slots + cap, __ATOMIC_RELEASE);
+    return b;
+}
+
 /* ---- refill and spill ---------------------------------------------------- */
 
-/* Blocks of tcache_class k that found no room in a CPU cache: to the
- * transfer cache, the rest home. No lock held. */
+/* Blocks of tcache_class k that found no room in a CPU cache: a class's
+ * or a node's to its transfer cache, the rest home (a phased tag's all:
+ * the transfer caches hold classes only). No lock held. */
 static void spill(unsigned k, void **objs, unsigned n)
 {
-    unsigned kept = transfer_put(stack_of_kind(k), objs, n);
+    unsigned kept = tc_class_is_phased(k) ? 0 : transfer_put(stack_of_kind(k), objs, n);
     if (kept < n)
         arena_bin_flush(objs + kept, n - kept);
 }
@@ -332,15 +399,18 @@ static void *handout(void *slot)
     return p;
 }
 
-void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
+/* Tag k's bin (a class's, a node's or a phased tag's) was empty or
+ * locked: a block, refilled from k's transfer cache (classes, nodes) or
+ * from bin. */
+static void *alloc_miss(bin_t *bin, unsigned k)
 {
-    unsigned c = class_of_kind(k);
+    bool phased = tc_class_is_phased(k);
     cpu_cache_t *cc = lock_here_made();
     unsigned want = 1;
     bool slotless = false;
     if (cc != NULL) {
         __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-        cpu_bin_t *b = &cc->tags[k + 1];
+        cpu_bin_t *b = locked_bin(cc, k);
         if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
             void *slot = *b->head++;
             unlock(cc);
@@ -348,26 +418,27 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
         }
         /* another node's CPU: no slots for k, whose blocks pass through
          * the transfer cache one at a time and come from the arena in
-         * batches like a CPU's */
+         * batches like a CPU's; a phased tag without slots here (its
+         * blocks exceed what is left of the pool): one block */
         slotless = b->cap == 0;
-        want = (slotless ? class_cap[c] : b->cap) / 2 + 1;
+        want = (slotless ? (phased ? 0 : class_cap[class_of_kind(k)]) : b->cap) / 2 + 1;
         unlock(cc);
     }
     /* no lock while the arena fills: a page source's callback may run */
     void *batch[CPU_BATCH_MAX / 2 + 1];
     uint8_t keyed[CPU_BATCH_MAX / 2 + 1];
-    unsigned got = transfer_take(stack_of_kind(k), batch, slotless ? 1 : want);
+    unsigned got = phased ? 0 : transfer_take(stack_of_kind(k), batch, slotless ? 1 : want);
     if (got != 0)
         memset(keyed, 1, got);   /* freed blocks: keyed */
-    else if (a != NULL)
-        got = arena_bin_fill(&a->bins[c], batch, want, keyed);
+    else if (bin != NULL)
+        got = arena_bin_fill(bin, batch, want, keyed);
     if (got == 0)
         return NULL;
     if (got > 1) {
         unsigned pushed = 0;
         cc = lock_here_made();   /* maybe another CPU's by now */
         if (cc != NULL) {
-            cpu_bin_t *b = &cc->tags[k + 1];
+            cpu_bin_t *b = locked_bin(cc, k);
             unsigned room = (unsigned)(b->head - b->low);
             pushed = got - 1 < room ? got - 1 : room;
             /* batch[1] on top: the lowest addresses go out first */
@@ -381,6 +452,13 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
     return handout((void *)((uintptr_t)batch[0] | (keyed[0] ? 0 : CPU_FRESH)));
 }
 
+void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
+{
+    return alloc_miss(a != NULL ? &a->bins[class_of_kind(k)] : NULL, k);
+}
+
+void *cpu_cache_phased_miss(bin_t *bin) { return alloc_miss(bin, bin->tcache_class); }
+
 void cpu_cache_free_full(void *p, unsigned k)
 {
     cpu_cache_t *cc = lock_here_made();
@@ -389,13 +467,13 @@ void cpu_cache_free_full(void *p, unsigned k)
         return;
     }
     __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-    cpu_bin_t *b = &cc->tags[k + 1];
+    cpu_bin_t *b = locked_bin(cc, k);
     if (b->head != b->low) {
         *--b->head = p;
         unlock(cc);
         return;
     }
-    if (b->cap == 0) {   /* another node's block: its transfer cache or home */
+    if (b->cap == 0) {   /* another node's block (its transfer cache or home), or a phased tag's without slots (home) */
         unlock(cc);
         spill(k, &p, 1);
         return;
@@ -421,14 +499,11 @@ void cpu_cache_free_full(void *p, unsigned k)
 static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < CPU_BIN_KINDS && n < DRAIN_CHUNK; i++) {
-        unsigned k = bin_kind(cc, i);
-        if (k == TC_NONE)
-            continue;
-        cpu_bin_t *b = &cc->tags[k + 1];
+    for (unsigned t = 1; t < CPU_NTAGS && n < DRAIN_CHUNK; t++) {
+        cpu_bin_t *b = &cc->tags[t];
         while (b->head != b->top && n < DRAIN_CHUNK) {
             out[n++] = cpu_slot_block(*b->head++);
-            *bytes += sc_size(i % NSMALL);
+            *bytes += __atomic_load_n(&tag_objsize[t], __ATOMIC_RELAXED);
         }
     }
     return n;
@@ -436,11 +511,8 @@ static unsigned take_some(cpu_cache_t *cc, void **out, size_t *bytes)
 
 static bool cache_empty(const cpu_cache_t *cc)
 {
-    for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
-        unsigned k = bin_kind(cc, i);
-        if (k == TC_NONE)
-            continue;
-        const cpu_bin_t *b = &cc->tags[k + 1];
+    for (unsigned t = 1; t < CPU_NTAGS; t++) {
+        const cpu_bin_t *b = &cc->tags[t];
         if (__atomic_load_n(&b->head, __ATOMIC_RELAXED) != b->top)
             return false;
     }
@@ -494,12 +566,11 @@ size_t cpu_caches_bytes(void)
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
-            unsigned k = bin_kind(cc, i);
-            if (k == TC_NONE)
-                continue;
-            const cpu_bin_t *b = &cc->tags[k + 1];
-            bytes += (size_t)(b->top - __atomic_load_n(&b->head, __ATOMIC_RELAXED)) * sc_size(i % NSMALL);
+        for (unsigned t = 1; t < CPU_NTAGS; t++) {
+            const cpu_bin_t *b = &cc->tags[t];
+            void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+            if (head != NULL)
+                bytes += (size_t)(b->top - head) * __atomic_load_n(&tag_objsize[t], __ATOMIC_RELAXED);
         }
     }
     return bytes;
@@ -513,12 +584,10 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        for (unsigned i = 0; i < CPU_BIN_KINDS; i++) {
-            unsigned k = bin_kind(cc, i);
-            if (k == TC_NONE)
-                continue;
-            const cpu_bin_t *b = &cc->tags[k + 1];
-            for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
+        for (unsigned t = 1; t < CPU_NTAGS; t++) {
+            const cpu_bin_t *b = &cc->tags[t];
+            void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+            for (void **s = head; head != NULL && s < b->top; s++)
                 fn(cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)), arg);
         }
     }
@@ -575,18 +644,19 @@ void cpu_cache_prefault(void)
 
 bool cpu_caches_hold(const void *p, unsigned k)
 {
-    if (!cpu_caches_on || (k >= NSMALL && !tc_class_is_node(k)))
+    if (!cpu_caches_on || k >= CPU_NTAGS - 1 || (k >= NSMALL && !tc_class_is_node(k) && !tc_class_is_phased(k)))
         return false;
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
-        const cpu_bin_t *b = &cc->tags[k + 1];   /* all NULL if it has no slots */
-        for (void **s = __atomic_load_n(&b->head, __ATOMIC_RELAXED); s < b->top; s++)
+        const cpu_bin_t *b = &cc->tags[k + 1];   /* all NULL until it has slots */
+        void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+        for (void **s = head; head != NULL && s < b->top; s++)
             if (cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)) == p)
                 return true;
     }
-    return transfer_holds(p, stack_of_kind(k));
+    return !tc_class_is_phased(k) && transfer_holds(p, stack_of_kind(k));
 }
 
 /* ---- invariants (unit tests) --------------------------------------------- */
@@ -616,20 +686,36 @@ const char *cpu_caches_check(void)
             if (e != &cpu_cache_locked && (k != cc->node || e != node_view(cc)))
                 return "a node's table names a cache of another node's CPU";
         }
+        size_t pool_given = 0;
+        /* the class and node bins' slots, then each phased tag's place in
+         * the reserve after them (cache_bytes) */
+        void **const slots = (void **)(cc + 1), **const reserve = slots + bin_slots(cc->node);
         for (unsigned t = 0; t < CPU_NTAGS; t++) {
             const cpu_bin_t *b = &cc->tags[t];
             unsigned k = t - 1, c = 0;
-            bool has_slots = false;
-            for (unsigned i = 0; i < CPU_BIN_KINDS && !has_slots; i++)
-                if (t >= 1 && bin_kind(cc, i) == k)
+            bool phased = t >= 1 && tc_class_is_phased(k), has_slots = false;
+            if (phased) {
+                /* a phased tag's bin gets its slots at its first miss on this CPU */
+                has_slots = b->top != NULL;
+                c = arena_phased_tag_class(k);
+            }
+            for (unsigned i = 0; i < CPU_BIN_KINDS && t >= 1 && !phased && !has_slots; i++)
+                if (bin_kind(cc, i) == k)
                     has_slots = true, c = i % NSMALL;
             if (!has_slots) {
                 if (b->head != NULL || b->top != NULL || b->low != NULL)
                     return "a bin without slots is not all NULL (empty and full)";
                 continue;
             }
-            if (b->cap != class_cap[c] || b->top - b->low != (ptrdiff_t)b->cap)
+            if (phased)
+                pool_given += (size_t)b->cap * tag_objsize[t];
+            if (phased ? b->cap == 0 || b->cap > CPU_PHASED_SLOTS : b->cap != class_cap[c])
+                return "a bin's capacity is not its class's or its tag's";
+            if (b->top - b->low != (ptrdiff_t)b->cap)
                 return "a bin's bounds do not span its capacity";
+            if (phased ? b->low != reserve + (size_t)tc_phased_index(k) * CPU_PHASED_SLOTS
+                       : b->low < slots || b->top > reserve)
+                return "a bin's slots lie outside its place in the cache";
             if (b->head < b->low || b->head > b->top)
                 return "a bin's head is outside its slots";
             for (void **at = b->head; at < b->top; at++) {
@@ -637,7 +723,7 @@ const char *cpu_caches_check(void)
                 const span_t *s = span_of(*slot);
                 if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->tcache_class != k)
                     return "a cached block is not a block of its bin's class and tag";
-                if (k < NSMALL ? s->arena->manual : s->arena->node != (int)cc->node)
+                if (tc_class_is_node(k) ? s->arena->node != (int)cc->node : s->arena->manual)
                     return "a cached block is not of an automatic arena or its CPU's node";
                 if (!span_is_block_start(s, (uintptr_t)*slot))
                     return "a cached block is not a block start";
@@ -645,6 +731,8 @@ const char *cpu_caches_check(void)
                     return "a cached block sits free in its slab too";
             }
         }
+        if (pool_given + cc->phased_left != phased_pool)
+            return "the phased tags' bins and the pool left do not add up to the pool";
     }
     return NULL;
 }

@@ -1,6 +1,7 @@
 /*
  * cpu_cache.h - caches that belong to CPUs: per CPU, per small size
- * class, a bounded stack of free blocks that malloc pops and free pushes
+ * class and per phased tag (aligned-at-offset blocks of automatic arenas,
+ * span.h), a bounded stack of free blocks that malloc pops and free pushes
  * in restartable sequences (rseq.h) on the cache of the CPU the thread
  * runs on. A sequence that is preempted, migrated or interrupted by a
  * signal starts over, so its one committing store (the stack's new head)
@@ -40,14 +41,23 @@
 #define CPU_SLOTS_MAX 1024
 /* Bins addressed by page-map tag (0: none, t: tcache_class t - 1), as
  * the thread caches' (tcache.h): a CPU's cache gives slots to the bins of
- * the cached small classes of the automatic arenas, and to those of its
- * own node's arena when that node has node tags (span.h). Every other
- * tag (large blocks, manual arenas' classes, classes past tcache_max,
- * other nodes' blocks) names a bin without slots, always empty and
- * full: a free of another node's block takes the slow path, and a CPU
- * never hands out another node's memory. */
+ * the cached small classes of the automatic arenas, to those of its own
+ * node's arena when that node has node tags (span.h), and to the phased
+ * tags' bins (span.h) at their first miss or overflow on that CPU. Every
+ * other tag (large blocks, manual arenas' classes, classes past
+ * tcache_max, other nodes' blocks, phased tags before their bin gets
+ * slots on that CPU) names a bin without slots, always empty and full:
+ * a free of another node's block takes the slow path, and a CPU never
+ * hands out another node's memory. */
 #define CPU_NTAGS 256
 #define CPU_BATCH_MAX 512
+/* Most slots of a phased tag's bin (tcache_class in the phased ranges,
+ * span.h). The tags' bins share a pool of percpu_bytes / CPU_PHASED_POOL_DIV
+ * per CPU, the classes the rest; a tag's bin gets its slots on a CPU at
+ * its first miss or overflow there, at most a quarter of the pool, as
+ * long as the pool lasts (the first tags used on a CPU get bins). */
+#define CPU_PHASED_SLOTS 64
+#define CPU_PHASED_POOL_DIV 16
 
 /* A class's blocks sit in [head, top); pop is *head++, push is *--head;
  * full when head == low. Bins without slots are all NULL. */
@@ -66,7 +76,8 @@ typedef struct cpu_cache {
     uint32_t releases;    /* unlocks: the futex remote lockers sleep on */
     uint32_t waiters;     /* remote lockers asleep */
     uint32_t node;        /* its CPU's node if that node has tags (< TC_NODE_GROUPS), else CPU_NO_NODE */
-    uint32_t pad[2];
+    uint32_t phased_left; /* bytes of the phased pool not given to a tag's bin yet */
+    uint32_t pad[1];
     cpu_bin_t tags[CPU_NTAGS];      /* tags[t]; tags[c + 1] is class c's */
 } CACHE_ALIGNED cpu_cache_t;
 
@@ -200,10 +211,15 @@ bool cpu_caches_init(void);
  * another node (no slots for k), one block of k's transfer cache or of
  * a batch from a, the rest of which goes to the transfer cache. */
 void *cpu_cache_alloc_miss(arena_t *a, unsigned k);
-/* The bin of tcache_class k of the calling thread's CPU was full or
- * locked: keeps p (which holds the free key) there, moving half the bin
- * to the transfer cache, or gives it to the transfer cache (another
- * node's block), or sends it home. */
+/* The bin of phased bin `bin`'s tag (bin->tcache_class, a phased tag) of
+ * the calling thread's CPU was empty or locked: a block of bin, handed
+ * out, refilling the CPU's bin from bin; NULL with no memory. */
+void *cpu_cache_phased_miss(bin_t *bin);
+/* The bin of tcache_class k (a cached class, a node's class or a phased
+ * tag) of the calling thread's CPU was full or locked: keeps p (which
+ * holds the free key) there, moving half the bin to the transfer cache
+ * (classes, nodes) or home (phased tags), or gives it to the transfer
+ * cache (another node's block), or sends it home. */
 void cpu_cache_free_full(void *p, unsigned k);
 /* Sends every block of every CPU cache (idle_only: of caches that took
  * no slow path since the previous such call) home through the transfer
@@ -213,10 +229,13 @@ size_t cpu_caches_drain(bool idle_only);
 /* Bytes held by the CPU caches, not the transfer caches (racy sum, for
  * stats). */
 size_t cpu_caches_bytes(void);
-/* The per-CPU bound, in bytes, that the classes' capacities respect. */
+/* The per-CPU bound, in bytes, that the bins' capacities respect: the
+ * classes' bins, the node's bins (where some CPU's node has tags) and
+ * the phased tags' pool together. */
 size_t cpu_cache_bound(void);
-/* Whether p sits in the bin of tcache_class k of some CPU cache or in
- * its transfer cache (the double-free lookup). */
+/* Whether p sits in the bin of tcache_class k (a class, a node's class
+ * or a phased tag) of some CPU cache or, but for a phased tag, in its
+ * transfer cache (the double-free lookup). */
 bool cpu_caches_hold(const void *p, unsigned k);
 /* Calls fn on every block the CPU and transfer caches hold (stats: racy
  * for the CPU caches, whose slots may be read while they change: fn gets
@@ -229,7 +248,10 @@ void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg);
 void cpu_cache_prefault(void);
 /* NULL if every CPU cache is whole (bounds, every block a live-in-slab
  * block start of its class of an automatic arena or, in a node bin, of
- * the arena of the CPU's node; no entry left locked), else what is wrong.
+ * the arena of the CPU's node, or in a phased tag's bin of its tag; the
+ * class and node bins' slots before the phased tags' reserve, each phased
+ * bin at its tag's place in it, within the pool; no entry left locked),
+ * else what is wrong.
  * Only while no thread allocates (unit tests). */
 const char *cpu_caches_check(void);
 void cpu_caches_prefork(void);

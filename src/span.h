@@ -49,6 +49,35 @@ DPM_INLINE bool tc_class_is_node(unsigned k) { return k - TC_NODE_BASE < TC_NODE
 DPM_INLINE unsigned tc_node_class(unsigned node, unsigned c) { return TC_NODE_BASE + node * NSMALL + c; }
 DPM_INLINE unsigned tc_node_of_class(unsigned k) { return (k - TC_NODE_BASE) / NSMALL; }
 DPM_INLINE unsigned tc_node_size_class(unsigned k) { return (k - TC_NODE_BASE) % NSMALL; }
+/* The tcache_class values of phased bins (aligned-at-offset blocks of
+ * automatic arenas, arena_special_bin): two ranges, 72..99 and 240..254,
+ * the ones no class, manual-arena class (tcache.h) or node tag uses. A
+ * (class, phase) pair takes the next free value when its first bin is
+ * made, for every arena's bin of that pair; once all are taken, new pairs
+ * keep TC_NONE (their blocks bypass every cache). The CPU caches give
+ * each such tag a bin of its own (cpu_cache.h); thread caches give them
+ * none (always full: their frees go home). */
+#define TC_PHASED_A_FIRST 72
+#define TC_PHASED_A_END 100
+#define TC_PHASED_B_FIRST 240
+#define TC_PHASED_B_END 255
+#define TC_PHASED_NTAGS ((TC_PHASED_A_END - TC_PHASED_A_FIRST) + (TC_PHASED_B_END - TC_PHASED_B_FIRST))
+_Static_assert(TC_PHASED_B_FIRST >= TC_NODE_END && TC_PHASED_B_END <= TC_NONE,
+               "the phased tags' high range lies past the node tags (135..239) and below TC_NONE");
+DPM_INLINE bool tc_class_is_phased(unsigned k)
+{
+    return (k >= TC_PHASED_A_FIRST && k < TC_PHASED_A_END) || (k >= TC_PHASED_B_FIRST && k < TC_PHASED_B_END);
+}
+/* The i-th phased tcache_class (i < TC_PHASED_NTAGS), and back. */
+DPM_INLINE unsigned tc_phased_class_at(unsigned i)
+{
+    return i < TC_PHASED_A_END - TC_PHASED_A_FIRST ? TC_PHASED_A_FIRST + i
+                                                    : TC_PHASED_B_FIRST + i - (TC_PHASED_A_END - TC_PHASED_A_FIRST);
+}
+DPM_INLINE unsigned tc_phased_index(unsigned k)
+{
+    return k < TC_PHASED_A_END ? k - TC_PHASED_A_FIRST : k - TC_PHASED_B_FIRST + (TC_PHASED_A_END - TC_PHASED_A_FIRST);
+}
 
 struct arena;
 struct bin;
@@ -63,7 +92,8 @@ typedef struct span {
     uint64_t div_inv;        /* (p - base) -> object index, see span_index_of */
     uint64_t last_index;     /* slab: objects - 1; large: 0 (64 bits: compared in place) */
     uint8_t div_shift;
-    uint8_t tcache_class;    /* class whose thread-cache bin takes the block; set before
+    uint8_t tcache_class;    /* the cache bin that takes the block (its class's, a manual
+                                arena's class + TC_MANUAL_BASE, a phased tag); set before
                                 the span is mapped, or by ph_set_tcache_class, which re-tags
                                 its page-map entries */
     uint8_t kind;            /* enum span_kind */

@@ -495,7 +495,11 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
      * with the stash's bin and blocks about to be rewritten. */
     if (in_source_callback()) {
         void *p;
-        return arena_bin_fill(bin, &p, 1, NULL) == 1 ? p : NULL;
+        if (arena_bin_fill(bin, &p, 1, NULL) != 1)
+            return NULL;
+        if (bin->tcache_class != TC_NONE)
+            tc_block_handed_out(p);
+        return p;
     }
     phased_stash_t *st = NULL;
     for (unsigned k = 0; k < TC_PHASED_STASHES && st == NULL; k++)
@@ -522,7 +526,13 @@ void *tcache_phased_alloc(tcache_t *tc, bin_t *bin)
     /* the blocks left are the thread cache's (stats.tcache_bytes), not
      * the program's */
     __atomic_store_n(&st->bytes, (size_t)(st->n - 1) * bin->objsize, __ATOMIC_RELAXED);
-    return st->objs[--st->n];
+    void *p = st->objs[--st->n];
+    /* a CPU cache's flush may have sent a tagged bin's block home with
+     * the free key (an untagged bin's never hold it, and may lie at odd
+     * addresses, where the key's word would be misaligned) */
+    if (bin->tcache_class != TC_NONE)
+        tc_block_handed_out(p);
+    return p;
 }
 
 void tcache_flush_all(tcache_t *tc)

@@ -42,12 +42,15 @@
 _Static_assert(TC_MANUAL_BASE >= TC_MAX_CLASSES && TC_MANUAL_BASE + TC_MAX_CLASSES <= TC_NONE,
                "manual tags name bins that no class uses");
 _Static_assert(TC_MANUAL_BASE + NSMALL <= TC_NODE_BASE, "manual tags end before the node arenas' (span.h)");
-/* The size class (the thread cache's bin) of a cached block's
- * tcache_class k: a plain class, a manual arena's, or a node arena's
- * (span.h). */
+_Static_assert(TC_PHASED_A_FIRST >= TC_MAX_CLASSES && TC_PHASED_A_END <= TC_MANUAL_BASE,
+               "phased tags name bins that no class or manual-arena class uses (span.h)");
+/* The thread caches' bin that may hold a cached block of tcache_class k
+ * (the free key's lookup, tcache_bin_for): a plain class's own, a manual
+ * arena's or a node arena's (span.h) its size class's; a phased tag's
+ * own bin, which no thread cache gives slots (their frees go home). */
 DPM_INLINE unsigned tc_class_of(unsigned k)
 {
-    if (k < TC_MANUAL_BASE)
+    if (k < TC_MANUAL_BASE || tc_class_is_phased(k))
         return k;
     return tc_class_is_node(k) ? tc_node_size_class(k) : k - TC_MANUAL_BASE;
 }
@@ -105,7 +108,9 @@ typedef struct tc_bin_stats {
  * (always full), and the slow path picks the bin (tcache_bin_for). */
 /* A few blocks of one phased bin (aligned-at-offset requests), fetched in
  * one locked batch: the VPP case allocates many such blocks in a row. Only
- * allocation is cached; their frees go home directly. A batch is at most
+ * allocation is cached; their frees go home directly. Threads on their own
+ * cache only: on the CPU caches, a phased bin's tag has a bin of its own
+ * (span.h, cpu_cache.h), for frees too. A batch is at most
  * TC_PHASED_BATCH blocks and TC_STASH_BYTES, so a thread's stashes hold at
  * most 4 x 64 KiB: an idle thread, which nothing but itself may flush,
  * keeps no more. The aligned bins of the large classes (sizeclass.h) go
@@ -248,14 +253,14 @@ DPM_INLINE void *tc_bin_pop(tcache_t *tc, unsigned c)
 }
 
 /* The bin of tc that may hold a block of span s (bin c for class c), or
- * TC_NONE: a block no cache takes, or one of a manual arena other than
- * the one tc's thread is bound to. */
+ * TC_NONE: a block no thread cache takes (a phased bin's too), or one of
+ * a manual or node arena other than the one tc's thread is bound to. */
 DPM_INLINE unsigned tcache_bin_for(const tcache_t *tc, const span_t *s)
 {
     unsigned k = s->tcache_class;
-    if (likely(k < TC_MANUAL_BASE))
+    if (likely(k < TC_MAX_CLASSES))
         return k;
-    if (k == TC_NONE || s->arena != tc->arena)
+    if (k == TC_NONE || tc_class_is_phased(k) || s->arena != tc->arena)
         return TC_NONE;
     return tc_class_of(k);
 }

@@ -12,7 +12,9 @@
  * CPU's node's blocks; the per-arena stats count cached node blocks, and
  * arena.<i>.purge of a node arena and a drain empty every cache; a double
  * free of a node block in a CPU cache or a transfer cache aborts naming
- * it; a fork child finds the caches whole; and the invariant checker (cpu_caches_check: a node bin holds only
+ * it; a fork child finds the caches whole; aligned-at-offset (phased)
+ * blocks share CPU 0's cache with node 0's bins, each at its own slots;
+ * and the invariant checker (cpu_caches_check: a node bin holds only
  * its CPU's node's blocks) after pinned and migrating threads that free
  * each other's blocks. Then all of it again on a 4-node tree whose nodes 2
  * and 3 have no CPU: node 2 has tags (its blocks pass through its
@@ -341,6 +343,59 @@ static void test_double_free(void)
     expect_child_aborts(free_twice, q, "double free");
 }
 
+/* Aligned-at-offset (phased) blocks beside the node bins on one CPU: a
+ * phased tag's bin takes its slots from the reserve after the classes'
+ * and the node's bins (placed after the classes' alone, the first tag's
+ * would lie on node 0's bins of the first classes), so node blocks and
+ * phased blocks freed on CPU 0 come back as what they were; the layout,
+ * the pool and the bound hold (cpu_caches_check, cpu_cache_bound); a
+ * double free of a cached phased block aborts; a drain empties both.
+ * With numa:true the thread's arena is its node's, a manual arena whose
+ * phased bins have no tag: its phased blocks bypass the caches. */
+#define PH_ALIGN 64
+#define PH_OFFSET 4
+#define PH_SIZE 60
+#define NNODE_BLOCKS 2048
+static void test_phased_beside_nodes(void)
+{
+    static void *nb[NNODE_BLOCKS], *ph[64];
+    pin(0);
+    for (unsigned round = 0; round < 2; round++) {
+        for (unsigned i = 0; i < NNODE_BLOCKS; i++) {
+            size_t size = 16 * (1 + i % 2);   /* node 0's bins of the first classes */
+            nb[i] = dpm_malloc_socket(size, 0, 0);
+            EXPECT_TRUE(nb[i] != NULL && is_node_block(nb[i], 0, size), "round %u: block %u of %zu bytes: %p", round,
+                        i, size, nb[i]);
+        }
+        for (unsigned i = 0; i < 64; i++) {
+            ph[i] = dpm_malloc_aligned_at(PH_SIZE, PH_ALIGN, PH_OFFSET);
+            EXPECT_TRUE(ph[i] != NULL && ((uintptr_t)ph[i] + PH_OFFSET) % PH_ALIGN == 0, "round %u: phased %u: %p",
+                        round, i, ph[i]);
+            unsigned k = span_of(ph[i])->tcache_class;
+            EXPECT_TRUE(numa_on ? k == TC_NONE : tc_class_is_phased(k), "round %u: phased block's tcache_class %u",
+                        round, k);
+            memset(ph[i], 0xa5, PH_SIZE);
+        }
+        for (unsigned i = 0; i < NNODE_BLOCKS; i++)
+            dpm_free(nb[i]);
+        for (unsigned i = 0; i < 64; i++)
+            dpm_free(ph[i]);
+        check_whole("phased blocks beside node bins");
+        EXPECT_TRUE(cpu_caches_bytes() <= 2 * cpu_cache_bound(), "%zu bytes in 2 CPU caches, bound %zu each",
+                    cpu_caches_bytes(), cpu_cache_bound());
+    }
+    const span_t *s = span_of(ph[63]);
+    if (!numa_on) {
+        EXPECT_TRUE(cpu_caches_hold(ph[63], s->tcache_class), "the phased block is not in CPU 0's cache");
+        expect_child_aborts(free_twice, ph[63], "double free");
+    }
+    EXPECT_TRUE(cpu_caches_hold(nb[NNODE_BLOCKS - 1], span_of(nb[NNODE_BLOCKS - 1])->tcache_class),
+                "the node block is not in a cache");
+    cpu_caches_drain(false);
+    EXPECT_EQ_U(cpu_caches_bytes() + transfer_bytes(), 0);
+    check_whole("phased and node bins drained");
+}
+
 /* Four nodes, CPUs on nodes 0 and 1 only: node 2 has tags but no CPU
  * (its blocks pass through its transfer cache), node 3 has none (the
  * manual arenas' tags and the older path). Every block is its node's,
@@ -471,6 +526,7 @@ int main(void)
     test_fork();
     test_stats_and_drain();
     test_double_free();
+    test_phased_beside_nodes();
     if (numa_nnodes() == 4)
         test_four_nodes();
     check_whole("at the end");
