@@ -559,38 +559,53 @@ size_t cpu_caches_drain(bool idle_only)
 
 /* ---- stats and lookups --------------------------------------------------- */
 
-size_t cpu_caches_bytes(void)
+/* Calls fn on every bin of every CPU's cache with its head, read racily
+ * (statistics and lookups: a bin without slots has head NULL). */
+static void for_each_bin(void (*fn)(const cpu_bin_t *b, void **head, unsigned tag, void *arg), void *arg)
 {
-    size_t bytes = 0;
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
         const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
         if (cc == NULL)
             continue;
         for (unsigned t = 1; t < CPU_NTAGS; t++) {
-            const cpu_bin_t *b = &cc->tags[t];
-            void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
+            void **head = __atomic_load_n(&cc->tags[t].head, __ATOMIC_ACQUIRE);
             if (head != NULL)
-                bytes += (size_t)(b->top - head) * __atomic_load_n(&tag_objsize[t], __ATOMIC_RELAXED);
+                fn(&cc->tags[t], head, t, arg);
         }
     }
+}
+
+static void add_bin_bytes(const cpu_bin_t *b, void **head, unsigned tag, void *arg)
+{
+    *(size_t *)arg += (size_t)(b->top - head) * __atomic_load_n(&tag_objsize[tag], __ATOMIC_RELAXED);
+}
+
+size_t cpu_caches_bytes(void)
+{
+    size_t bytes = 0;
+    for_each_bin(add_bin_bytes, &bytes);
     return bytes;
+}
+
+struct block_visit {
+    void (*fn)(const void *p, void *arg);
+    void *arg;
+};
+
+static void visit_bin_blocks(const cpu_bin_t *b, void **head, unsigned tag, void *arg)
+{
+    (void)tag;
+    const struct block_visit *v = arg;
+    for (void **s = head; s < b->top; s++)
+        v->fn(cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)), v->arg);
 }
 
 void cpu_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
 {
     if (!cpu_caches_on)
         return;
-    for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
-        const cpu_cache_t *cc = __atomic_load_n(&caches[cpu], __ATOMIC_ACQUIRE);
-        if (cc == NULL)
-            continue;
-        for (unsigned t = 1; t < CPU_NTAGS; t++) {
-            const cpu_bin_t *b = &cc->tags[t];
-            void **head = __atomic_load_n(&b->head, __ATOMIC_ACQUIRE);
-            for (void **s = head; head != NULL && s < b->top; s++)
-                fn(cpu_slot_block(__atomic_load_n(s, __ATOMIC_RELAXED)), arg);
-        }
-    }
+    struct block_visit v = {fn, arg};
+    for_each_bin(visit_bin_blocks, &v);
     transfer_for_each_block(fn, arg);
 }
 
