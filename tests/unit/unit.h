@@ -13,18 +13,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Counted atomically: worker threads of the threaded tests check too. */
 static unsigned long unit_passed, unit_failed;
 
 #define EXPECT_TRUE(cond, ...)                                                                   \
     do {                                                                                          \
         if (cond) {                                                                               \
-            unit_passed++;                                                                        \
+            __atomic_fetch_add(&unit_passed, 1, __ATOMIC_RELAXED);                                \
         } else {                                                                                  \
-            unit_failed++;                                                                        \
+            __atomic_fetch_add(&unit_failed, 1, __ATOMIC_RELAXED);                                \
             fprintf(stderr, "%s:%d: expected %s: ", __FILE__, __LINE__, #cond);                 \
             fprintf(stderr, __VA_ARGS__);                                                         \
             fputc('\n', stderr);                                                                  \
-            if (unit_failed > 20) {                                                               \
+            if (__atomic_load_n(&unit_failed, __ATOMIC_RELAXED) > 20) {                          \
                 fprintf(stderr, "too many failures\n");                                           \
                 exit(1);                                                                          \
             }                                                                                     \
@@ -37,8 +38,10 @@ static unsigned long unit_passed, unit_failed;
 
 static inline int unit_finish(const char *name)
 {
-    printf("%s: %lu passed, %lu failed\n", name, unit_passed, unit_failed);
-    return unit_failed == 0 ? 0 : 1;
+    unsigned long passed = __atomic_load_n(&unit_passed, __ATOMIC_RELAXED);
+    unsigned long failed = __atomic_load_n(&unit_failed, __ATOMIC_RELAXED);
+    printf("%s: %lu passed, %lu failed\n", name, passed, failed);
+    return failed == 0 ? 0 : 1;
 }
 
 /* Runs misuse(arg) in a child process, which must die of SIGABRT with
