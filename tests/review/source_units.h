@@ -41,7 +41,9 @@ static __attribute__((unused)) void run_hook(bool purge)
  * from its purge calls. pause_us between rounds. */
 static __attribute__((unused)) void churn_until(volatile int *until, useconds_t pause_us)
 {
-    for (int r = 0; r < 100 && !*until; r++) {
+    /* up to 300 rounds (15 s at 50 ms): on a loaded 2-core machine the
+     * background thread's decay pass can wait seconds for a CPU */
+    for (int r = 0; r < 300 && !*until; r++) {
         void *v[2000];
         for (int i = 0; i < 2000; i++) v[i] = malloc(8192);
         for (int i = 0; i < 2000; i++) free(v[i]);
