@@ -154,33 +154,49 @@ size_t typed_caches_drain(bool idle_only)
     return bytes;
 }
 
-size_t typed_caches_bytes(void)
+/* Calls fn on every CPU's stash under its lock (statistics). */
+static void for_each_stash(void (*fn)(typed_stash_t *st, void *arg), void *arg)
 {
-    size_t bytes = 0;
     for (unsigned cpu = 0; cpu < TYPED_STASH_CPUS; cpu++) {
         typed_stash_t *st = __atomic_load_n(&stashes[cpu], __ATOMIC_ACQUIRE);
         if (st == NULL)
             continue;
         mutex_lock(&st->lock);
-        for (unsigned c = 0; c < NSMALL; c++)
-            bytes += st->n[c] * sc_size(c);
+        fn(st, arg);
         mutex_unlock(&st->lock);
     }
+}
+
+static void add_stash_bytes(typed_stash_t *st, void *arg)
+{
+    for (unsigned c = 0; c < NSMALL; c++)
+        *(size_t *)arg += st->n[c] * sc_size(c);
+}
+
+size_t typed_caches_bytes(void)
+{
+    size_t bytes = 0;
+    for_each_stash(add_stash_bytes, &bytes);
     return bytes;
+}
+
+struct stash_visit {
+    void (*fn)(const void *p, void *arg);
+    void *arg;
+};
+
+static void visit_stash_blocks(typed_stash_t *st, void *arg)
+{
+    const struct stash_visit *v = arg;
+    for (unsigned c = 0; c < NSMALL; c++)
+        for (unsigned i = 0; i < st->n[c]; i++)
+            v->fn(st->slots[c][i], v->arg);
 }
 
 void typed_caches_for_each_block(void (*fn)(const void *p, void *arg), void *arg)
 {
-    for (unsigned cpu = 0; cpu < TYPED_STASH_CPUS; cpu++) {
-        typed_stash_t *st = __atomic_load_n(&stashes[cpu], __ATOMIC_ACQUIRE);
-        if (st == NULL)
-            continue;
-        mutex_lock(&st->lock);
-        for (unsigned c = 0; c < NSMALL; c++)
-            for (unsigned i = 0; i < st->n[c]; i++)
-                fn(st->slots[c][i], arg);
-        mutex_unlock(&st->lock);
-    }
+    struct stash_visit v = {fn, arg};
+    for_each_stash(visit_stash_blocks, &v);
 }
 
 /* Every stash's lock is held across fork, so the child's stashes are
