@@ -959,17 +959,24 @@ static void give_back_segments(arena_t *a, list_t *segments)
     source_call_end_locking(a, SOURCE_GIVE_BACK, call);
 }
 
+/* Batches one due purge or background pass runs at most: a batch is
+ * small (it lives on the stack of free's slow path), a pass purges up to
+ * PURGE_BATCHES_PER_PASS * PH_PURGE_MAX_RUNS runs and PH_PURGE_MAX_PAGES
+ * pages. */
+#define PURGE_BATCHES_PER_PASS 4
+
 /* One purge batch: runs are taken out of the heap under the arena lock,
- * purged with it dropped, and filed back under it again. purge_lock is
- * held throughout (the caller took it). Returns pages released; *taken
- * says whether the batch held anything (or settled runs without a call). */
-static size_t purge_batch(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms, bool *taken)
+ * purged with it dropped, and filed back under it again, at most
+ * *pages_left pages (less what it took). purge_lock is held throughout
+ * (the caller took it). Returns pages released; *taken says whether the
+ * batch held anything (or settled runs without a call). */
+static size_t purge_batch(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms, size_t *pages_left, bool *taken)
 {
     purge_batch_t batch;
     list_t give_back = {0};
     mutex_lock(&a->lock);
     uint64_t now = a->clock_ns;
-    ph_purge_take(&a->ph, now, dirty_ms, muzzy_ms, SIZE_MAX, &batch);
+    *pages_left -= ph_purge_take(&a->ph, now, dirty_ms, muzzy_ms, *pages_left, &batch);
     ph_take_given_back(&a->ph, &give_back);   /* runs retained at once may free segments */
     mutex_unlock(&a->lock);
     *taken = batch.n != 0;
@@ -992,9 +999,11 @@ void arena_purge_if_due(arena_t *a)
     if (!mutex_trylock(&a->purge_lock))
         return;   /* another thread is purging; the flag stays for later */
     __atomic_store_n(&a->purge_due, false, __ATOMIC_RELAXED);
-    bool taken;
+    bool taken = true;
     int64_t dirty_ms = dirty_ms_now(a);
-    purge_batch(a, dirty_ms, a->muzzy_decay_ms, &taken);
+    size_t pages = PH_PURGE_MAX_PAGES;
+    for (unsigned i = 0; i < PURGE_BATCHES_PER_PASS && taken && pages > 0; i++)
+        purge_batch(a, dirty_ms, a->muzzy_decay_ms, &pages, &taken);
     /* a full batch may have left due runs behind: the next tick goes on */
     if (taken && dirty_ms == 0)
         set_purge_due(a);
@@ -1015,8 +1024,11 @@ size_t arena_decay_pass(arena_t *a)
     mutex_lock(&a->lock);
     a->clock_ns = a->last_decay_ns = os_now_ns();
     mutex_unlock(&a->lock);
-    bool taken;
-    size_t released = purge_batch(a, dirty_ms_now(a), a->muzzy_decay_ms, &taken);
+    bool taken = true;
+    size_t released = 0;
+    size_t pages = PH_PURGE_MAX_PAGES;
+    for (unsigned i = 0; i < PURGE_BATCHES_PER_PASS && taken && pages > 0; i++)
+        released += purge_batch(a, dirty_ms_now(a), a->muzzy_decay_ms, &pages, &taken);
     mutex_unlock(&a->purge_lock);
     return released;
 }
@@ -1056,8 +1068,10 @@ static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms)
     size_t limit = 2 * (runs / PH_PURGE_MAX_RUNS + ph_decayable_pages(&a->ph) / PH_PURGE_MAX_PAGES + 2);
     mutex_unlock(&a->lock);
     bool taken = true;
-    for (size_t i = 0; i < limit && taken; i++)
-        released += purge_batch(a, dirty_ms, muzzy_ms, &taken);
+    for (size_t i = 0; i < limit && taken; i++) {
+        size_t pages = SIZE_MAX;
+        released += purge_batch(a, dirty_ms, muzzy_ms, &pages, &taken);
+    }
     mutex_unlock(&a->purge_lock);
     return released;
 }

@@ -246,8 +246,9 @@ size_t arena_purge_all(arena_t *a);
 /* Runs a's decay curves now until nothing more is due (everything: purge
  * all free pages), in bounded batches. Returns the pages released. */
 size_t arena_decay_now(arena_t *a, bool everything);
-/* One bounded batch of a's decay curves (PH_PURGE_MAX_RUNS runs,
- * PH_PURGE_MAX_PAGES pages): the background thread's pass. */
+/* A bounded pass of a's decay curves (a few batches of at most
+ * PH_PURGE_MAX_RUNS runs and PH_PURGE_MAX_PAGES pages each): the
+ * background thread's pass. */
 size_t arena_decay_pass(arena_t *a);
 /* Whether a later decay pass of a has pages to purge: dirty pages while
  * dirty decay is on, muzzy pages while muzzy decay is (under a's lock;

@@ -399,9 +399,40 @@ static void *handout(void *slot)
     return p;
 }
 
+/* Pushes batch[0..n) (keyed[i]: the block holds the free key) onto
+ * tag k's bin of this CPU's cache, batch[0] on top so that the lowest
+ * addresses go out first; returns how many found room. */
+static unsigned push_fill(unsigned k, void *const *batch, const uint8_t *keyed, unsigned n)
+{
+    cpu_cache_t *cc = lock_here_made();   /* maybe another CPU's by now */
+    if (cc == NULL)
+        return 0;
+    cpu_bin_t *b = locked_bin(cc, k);
+    unsigned room = (unsigned)(b->head - b->low);
+    unsigned pushed = n < room ? n : room;
+    for (unsigned i = pushed; i-- > 0;)
+        *--b->head = (void *)((uintptr_t)batch[i] | (keyed[i] ? 0 : CPU_FRESH));
+    unlock(cc);
+    return pushed;
+}
+
+/* Up to want blocks of tag k: from its transfer cache (classes, nodes;
+ * slotless: one, as the cache's half-batch would only pass through),
+ * else from bin. */
+static unsigned refill(bin_t *bin, unsigned k, bool slotless, void **batch, uint8_t *keyed, unsigned want)
+{
+    unsigned got = tc_class_is_phased(k) ? 0 : transfer_take(stack_of_kind(k), batch, slotless ? 1 : want);
+    if (got != 0)
+        memset(keyed, 1, got);   /* freed blocks: keyed */
+    else if (bin != NULL)
+        got = arena_bin_fill(bin, batch, want, keyed);
+    return got;
+}
+
 /* Tag k's bin (a class's, a node's or a phased tag's) was empty or
  * locked: a block, refilled from k's transfer cache (classes, nodes) or
- * from bin. */
+ * from bin, CPU_CHUNK blocks at a time (the stack stays small, see
+ * CPU_CHUNK). */
 static void *alloc_miss(bin_t *bin, unsigned k)
 {
     bool phased = tc_class_is_phased(k);
@@ -425,31 +456,33 @@ static void *alloc_miss(bin_t *bin, unsigned k)
         unlock(cc);
     }
     /* no lock while the arena fills: a page source's callback may run */
-    void *batch[CPU_BATCH_MAX / 2 + 1];
-    uint8_t keyed[CPU_BATCH_MAX / 2 + 1];
-    unsigned got = phased ? 0 : transfer_take(stack_of_kind(k), batch, slotless ? 1 : want);
-    if (got != 0)
-        memset(keyed, 1, got);   /* freed blocks: keyed */
-    else if (bin != NULL)
-        got = arena_bin_fill(bin, batch, want, keyed);
+    void *batch[CPU_CHUNK];
+    uint8_t keyed[CPU_CHUNK];
+    unsigned ask = want < CPU_CHUNK ? want : CPU_CHUNK;
+    unsigned got = refill(bin, k, slotless, batch, keyed, ask);
     if (got == 0)
         return NULL;
-    if (got > 1) {
-        unsigned pushed = 0;
-        cc = lock_here_made();   /* maybe another CPU's by now */
-        if (cc != NULL) {
-            cpu_bin_t *b = locked_bin(cc, k);
-            unsigned room = (unsigned)(b->head - b->low);
-            pushed = got - 1 < room ? got - 1 : room;
-            /* batch[1] on top: the lowest addresses go out first */
-            for (unsigned i = pushed; i >= 1; i--)
-                *--b->head = (void *)((uintptr_t)batch[i] | (keyed[i] ? 0 : CPU_FRESH));
-            unlock(cc);
-        }
-        if (pushed < got - 1)
-            spill(k, batch + 1 + pushed, got - 1 - pushed);
+    void *first = (void *)((uintptr_t)batch[0] | (keyed[0] ? 0 : CPU_FRESH));
+    unsigned pushed = got > 1 ? push_fill(k, batch + 1, keyed + 1, got - 1) : 0;
+    if (pushed < got - 1) {   /* no room (slotless, or pushes meanwhile): done */
+        spill(k, batch + 1 + pushed, got - 1 - pushed);
+        return handout(first);
     }
-    return handout((void *)((uintptr_t)batch[0] | (keyed[0] ? 0 : CPU_FRESH)));
+    /* the rest of the half-bin, a chunk at a time (each on top of the
+     * one before), while the source gives whole chunks and the bin has
+     * room */
+    for (want -= got; got == ask && want > 0; want -= got) {
+        ask = want < CPU_CHUNK ? want : CPU_CHUNK;
+        got = refill(bin, k, slotless, batch, keyed, ask);
+        if (got == 0)
+            break;
+        pushed = push_fill(k, batch, keyed, got);
+        if (pushed < got) {
+            spill(k, batch + pushed, got - pushed);
+            break;
+        }
+    }
+    return handout(first);
 }
 
 void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
@@ -458,6 +491,17 @@ void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
 }
 
 void *cpu_cache_phased_miss(bin_t *bin) { return alloc_miss(bin, bin->tcache_class); }
+
+/* Moves the n oldest blocks of the locked bin b (next to top) to out
+ * and slides the rest up. */
+static void take_oldest(cpu_bin_t *b, void **out, unsigned n)
+{
+    unsigned count = (unsigned)(b->top - b->head);
+    for (unsigned i = 0; i < n; i++)
+        out[i] = cpu_slot_block(b->top[(ptrdiff_t)i - (ptrdiff_t)n]);
+    memmove(b->head + n, b->head, (count - n) * sizeof(void *));
+    b->head += n;
+}
 
 void cpu_cache_free_full(void *p, unsigned k)
 {
@@ -478,21 +522,36 @@ void cpu_cache_free_full(void *p, unsigned k)
         spill(k, &p, 1);
         return;
     }
-    /* full: the older half (next to top) leaves, the rest slides up */
-    void *batch[CPU_BATCH_MAX];
-    unsigned n = b->cap / 2 > 0 ? b->cap / 2 : 1, count = (unsigned)(b->top - b->head);
-    for (unsigned i = 0; i < n; i++)
-        batch[i] = cpu_slot_block(b->top[(ptrdiff_t)i - (ptrdiff_t)n]);
-    memmove(b->head + n, b->head, (count - n) * sizeof(void *));
-    b->head += n;
+    /* full: the older half (next to top) leaves, CPU_CHUNK blocks at a
+     * time; each later chunk only while the bin (maybe another CPU's by
+     * then) still holds more than the half it keeps */
+    void *batch[CPU_CHUNK];
+    unsigned left = b->cap / 2 > 0 ? b->cap / 2 : 1;
+    unsigned n = left < CPU_CHUNK ? left : CPU_CHUNK;
+    take_oldest(b, batch, n);
     *--b->head = p;
     unlock(cc);
     spill(k, batch, n);
+    for (left -= n; left > 0; left -= n) {
+        if ((cc = lock_here_made()) == NULL)
+            return;
+        b = locked_bin(cc, k);
+        unsigned count = (unsigned)(b->top - b->head), keep = b->cap - b->cap / 2;
+        n = count > keep ? count - keep : 0;
+        n = n < left ? n : left;
+        n = n < CPU_CHUNK ? n : CPU_CHUNK;
+        if (n != 0)
+            take_oldest(b, batch, n);
+        unlock(cc);
+        if (n == 0)
+            return;
+        spill(k, batch, n);
+    }
 }
 
 /* ---- drain --------------------------------------------------------------- */
 
-#define DRAIN_CHUNK 512
+#define DRAIN_CHUNK 128   /* on the stack: see CPU_CHUNK */
 
 /* Moves up to DRAIN_CHUNK blocks out of the locked cache cc into out;
  * returns how many, adding their bytes to *bytes. */

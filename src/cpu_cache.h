@@ -51,6 +51,11 @@
  * hands out another node's memory. */
 #define CPU_NTAGS 256
 #define CPU_BATCH_MAX 512
+/* Blocks a fill or an overflow moves per round (under the cache's lock
+ * once, then the transfer cache's or a bin's): their buffer is on the
+ * stack, and malloc and free must fit a signal handler's alternate stack
+ * (docs/design.md, "Stack"). */
+#define CPU_CHUNK 64
 /* Most slots of a phased tag's bin (tcache_class in the phased ranges,
  * span.h). The tags' bins share a pool of percpu_bytes / CPU_PHASED_POOL_DIV
  * per CPU, the classes the rest; a tag's bin gets its slots on a CPU at

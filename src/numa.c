@@ -97,7 +97,9 @@ static void note_node(void *arg, unsigned node)
     const node_walk_t *w = arg;
     if (node >= NUMA_MAX_NODES)
         return;
-    char path[512], list[4096];
+    /* static: init runs once, under the init lock, and may run on a
+     * signal handler's small stack (docs/design.md, "Stack") */
+    static char path[512], list[4096];
     path_of(path, sizeof(path), w->root, "cpulist", (int)node);
     if (node + 1 > nnodes)
         nnodes = node + 1;
@@ -114,7 +116,7 @@ void numa_init(void)
     const char *root = conf_secure_getenv("DPMALLOC_SYSFS_ROOT");
     if (root == NULL || root[0] == '\0')
         root = "/sys";
-    char path[512], list[1024];
+    static char path[512], list[1024];   /* as note_node's */
     nnodes = 0;
     memset(cpu_node, 0, sizeof(cpu_node));
     memset(node_ncpus, 0, sizeof(node_ncpus));
@@ -252,14 +254,21 @@ static void warm_metadata(arena_t *a, uintptr_t base, size_t bytes)
     for (uintptr_t p = base; p < base + bytes; p += per_map_page)
         radix_set(p, radix_entry(p));
     radix_set(base + bytes - PAGE, radix_entry(base + bytes - PAGE));
-    void *stock[RESERVE_WARM_SPANS];
-    size_t want = bytes >> (LG_PAGE + 4), n = 0;
+    /* the taken descriptors wait in a list through their first words */
+    void *stock = NULL;
+    size_t want = bytes >> (LG_PAGE + 4);
     if (want > RESERVE_WARM_SPANS)
         want = RESERVE_WARM_SPANS;
-    while (n < want && (stock[n] = pool_get(&a->ph.spans)) != NULL)
-        memset(stock[n++], 0, sizeof(span_t));
-    while (n > 0)
-        pool_put(&a->ph.spans, stock[--n]);
+    for (void *d; want > 0 && (d = pool_get(&a->ph.spans)) != NULL; want--) {
+        memset(d, 0, sizeof(span_t));
+        *(void **)d = stock;
+        stock = d;
+    }
+    while (stock != NULL) {
+        void *d = stock;
+        stock = *(void **)d;
+        pool_put(&a->ph.spans, d);
+    }
     os_populate(a, sizeof(*a));   /* bins and large stats not used yet */
 }
 

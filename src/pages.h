@@ -106,7 +106,7 @@ void ph_set_tcache_class(span_t *span, uint8_t tcache_class);
 /* Most runs and pages one purge batch takes: the work (kernel calls and
  * pages they walk) of one decay pass of one heap. A longer run is split
  * and its rest waits for the next pass. */
-#define PH_PURGE_MAX_RUNS 64
+#define PH_PURGE_MAX_RUNS 16   /* a batch lives on the stack of free's slow path (docs/design.md, "Stack") */
 #define PH_PURGE_MAX_PAGES 16384   /* 64 MiB */
 
 typedef struct purge_item {

@@ -329,12 +329,16 @@ bool tcache_holds_block(const void *p, unsigned bin)
 
 static void send_home(void **objs, unsigned n, unsigned c);
 
+/* Most blocks one fill brings: its buffers are on the stack, and malloc
+ * must fit a signal handler's alternate stack (docs/design.md, "Stack"). */
+#define TC_FILL_MAX 64
+
 void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
     counter_add(&tc->stats[c].nmisses, 1);
     unsigned want = b->ncached_max / 2 + 1;
-    void *batch[SLAB_MAX_OBJS + 1];
+    void *batch[TC_FILL_MAX];
     if (want > ARRAY_LEN(batch))
         want = ARRAY_LEN(batch);
     uint8_t keyed[ARRAY_LEN(batch)];
@@ -407,7 +411,7 @@ static void send_home(void **objs, unsigned n, unsigned c)
  * whatever such calls did to it meanwhile. At most FLUSH_CHUNK blocks
  * leave per step (a bounded stack buffer; a bin holds up to
  * TC_NCACHED_LIMIT). */
-#define FLUSH_CHUNK SLAB_MAX_OBJS
+#define FLUSH_CHUNK 64
 
 /* Moves the k oldest blocks of bin c (k <= its count) to out and slides
  * the rest up, leaving the bin whole with what it still holds. */

@@ -119,7 +119,7 @@ static bool overlaps(const span_t *s, uintptr_t from, size_t bytes)
 /* Runs taken for a purge are out of reach until they are filed back. */
 static void test_busy_runs(void)
 {
-    enum { N = 40 };
+    enum { N = 2 * PH_PURGE_MAX_RUNS };   /* every other one freed: a batch takes them all */
     span_t *s[N];
     static purge_batch_t b;
     mutex_lock(&arena->lock);
