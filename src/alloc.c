@@ -479,7 +479,19 @@ size_t usable_size_impl(const void *p, const char *call)
 {
     if (p == NULL)
         return 0;
-    const span_t *s = checked_span(p, call);
+    span_t *s = span_of(p);
+    /* a freed block, in its slab or a large block in a CPU's large cache,
+     * in this call's words (checked_span's are a free's) */
+    if (s != NULL && (s->kind == SPAN_SLAB ? span_is_block_start(s, (uintptr_t)p) &&
+                                                 span_block_is_free(s, span_block_index(s, (uintptr_t)p))
+                                           : s->kind == SPAN_LARGE && (uintptr_t)p == s->base &&
+                                                 __atomic_load_n(&s->parked, __ATOMIC_RELAXED)))
+        dpm_misuse(call, p, "use after free of");
+    s = checked_span_of(p, s, call);
+    /* a freed block waiting in a cache (its slab still counts it taken) */
+    DPM_ANN_KEY_PEEK((void *)p);   /* a live block's key bytes may be undefined */
+    check_not_cached((void *)p, s, call, "use after free of");
+    DPM_ANN_KEY_UNPEEK((void *)p);
     DPM_ANN_USABLE(p);
     return s->kind == SPAN_SLAB ? s->objsize : s->usable;
 }
@@ -953,12 +965,43 @@ DPM_EXPORT void dpm_free(void *p)
     free_fast(p, "free");
 }
 
+/* The promise of a sized free. By default, what costs nothing more than
+ * the span free already reads: a slab block's promise is at most its
+ * bytes, a large block's between the size it was last asked for and its
+ * usable bytes; secure mode asks whether any request could have made
+ * the block (size_fits_block). */
+static bool promise_holds(const span_t *s, size_t size)
+{
+    if (unlikely(opt.secure))
+        return size_fits_block(s, size);
+    if (s->kind == SPAN_LARGE)
+        return size >= s->requested && size <= s->usable;
+    return size <= s->objsize;
+}
+
+void free_sized_miss(void *p, size_t size, const char *call)
+{
+    if (p == NULL)
+        return;
+    int *err = &errno, saved = *err;   /* as in free_slow */
+    span_t *s = checked_span(p, call);
+    check_not_cached(p, s, call, "double free of");
+    if (!promise_holds(s, size))
+        dpm_misuse(call, p, "size does not match the block at");
+    *err = saved;
+    if (!thread_leaf_covers((uintptr_t)p))
+        free_leaf_miss(p, call);   /* caches the leaf for the next frees */
+    else
+        free_slow(p, s, call);
+}
+
 void free_sized_impl(void *p, size_t size, const char *call)
 {
-    if (unlikely(opt.secure) && p != NULL && !size_fits_block(checked_span(p, call), size))
-        dpm_misuse(call, p, "size does not match the block at");
     DPM_ANN_FREE(p);
-    free_fast(p, call);
+    if (unlikely(opt.secure))   /* the whole check, whatever path the block would take */
+        free_sized_miss(p, size, call);
+    else
+        free_fast_promised(p, true, size, call);
 }
 
 DPM_EXPORT void dpm_free_sized(void *p, size_t size) { free_sized_impl(p, size, "free_sized"); }

@@ -59,6 +59,10 @@ void *alloc_front_miss(size_t size) DPM_NOINLINE;
  * is 0 (a large block, a foreign pointer), or the block passed the
  * checks of free_fast. The rest of free. */
 void free_front_miss(void *p, uintptr_t e, const char *call) DPM_NOINLINE;
+/* A sized free whose block free_fast_promised did not push: checks p
+ * (as free does), then the promise (docs/design.md, "Misuse checks"),
+ * then frees it. */
+void free_sized_miss(void *p, size_t size, const char *call) DPM_NOINLINE;
 /* Puts the calling thread on the CPU caches, or on its own cache: its
  * own while it is bound to an arena with thread.arena, tuned with
  * thread.tcache.ncached_max, has its cache disabled, or the process
@@ -180,11 +184,14 @@ DPM_INLINE void *alloc_fast(size_t size)
  * CPU could already have the block) and put back if the push fails: the
  * miss path then pushes onto the thread's own cache (free_front_miss) or
  * the CPU's under its lock. */
-DPM_INLINE void free_fast(void *p, const char *call)
+DPM_INLINE void free_fast_promised(void *p, bool sized, size_t size, const char *call)
 {
     uintptr_t a = (uintptr_t)p;
     if (unlikely(!thread_leaf_covers(a))) {
-        free_leaf_miss(p, call);
+        if (sized)
+            free_sized_miss(p, size, call);
+        else
+            free_leaf_miss(p, call);
         return;
     }
     uintptr_t e = thread_leaf_entry(a);
@@ -193,8 +200,10 @@ DPM_INLINE void free_fast(void *p, const char *call)
         const span_t *s = radix_entry_span(e);
         uint64_t idx = span_block_index(s, a);
         uint32_t word;
+        /* a sized free: the promise at most the block's bytes (objsize
+         * shares the bitmap's cache line) */
         if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
-            likely((word = *tc_key_word(p)) != TC_FREE_KEY)) {
+            (!sized || likely(size <= s->objsize)) && likely((word = *tc_key_word(p)) != TC_FREE_KEY)) {
             *tc_key_word(p) = TC_FREE_KEY;
             /* before the push: after it, another thread may own the block */
             DPM_ANN_CLOSE_KEY(p);
@@ -205,10 +214,18 @@ DPM_INLINE void free_fast(void *p, const char *call)
             free_front_miss(p, e, call);
             return;
         }
-        free_slow(p, radix_entry_span(e), call);   /* a check failed: its report */
+        if (sized)
+            free_sized_miss(p, size, call);   /* the block's checks first, then the size's */
+        else
+            free_slow(p, radix_entry_span(e), call);   /* a check failed: its report */
         return;
     }
-    free_front_miss(p, e, call);
+    if (sized)
+        free_sized_miss(p, size, call);   /* a large block: its size checked there */
+    else
+        free_front_miss(p, e, call);
 }
+
+DPM_INLINE void free_fast(void *p, const char *call) { free_fast_promised(p, false, 0, call); }
 
 #endif
