@@ -11,6 +11,7 @@
 #include "types.h"
 #include "typed_cache.h"
 #include "numa.h"
+#include "zero_blocks.h"
 
 #include <dpmalloc.h>
 #include <errno.h>
@@ -173,10 +174,20 @@ void *alloc_at_low_water(size_t size, tc_bin_t *b)
     return p;
 }
 
+/* Secure mode's malloc(0) and aligned requests of 0 bytes: a block no
+ * access reaches (zero_blocks.h); NULL where there is none to give. */
+static void *zero_size_block(size_t align)
+{
+    return unlikely(opt.secure) ? zero_block_alloc(align) : NULL;
+}
+
 void *alloc_slow(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
+    void *z;
+    if (unlikely(size == 0) && (z = zero_size_block(1)) != NULL)
+        return z;
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     if (tls_state == THREAD_NEW && thread_cache_make())
@@ -306,6 +317,10 @@ void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
+    if (unlikely(span == NULL) && zero_block_in_region(p)) {
+        zero_block_free(p, call);
+        return;
+    }
     int *err = &errno, saved = *err;
     if (span != NULL && span->kind == SPAN_LARGE && likely(!opt.stats_cycles)) {
         free_large(p, span, call);
@@ -479,6 +494,10 @@ size_t usable_size_impl(const void *p, const char *call)
 {
     if (p == NULL)
         return 0;
+    if (zero_block_in_region(p)) {
+        zero_block_check_live(p, call);
+        return 0;
+    }
     span_t *s = span_of(p);
     /* a freed block, in its slab or a large block in a CPU's large cache,
      * in this call's words (checked_span's are a free's) */
@@ -620,6 +639,17 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
     return move_block(p, s, old, size, align, call);
 }
 
+/* realloc of secure mode's zero-size block p: a new block, and p freed
+ * once the new one exists (nothing to copy). */
+static __attribute__((noinline)) void *realloc_zero_block(void *p, size_t size, size_t align, const char *call)
+{
+    zero_block_check_live(p, call);
+    void *q = aligned_at_impl(size, align, 0, false);
+    if (q != NULL)
+        zero_block_free(p, call);
+    return q;
+}
+
 /* realloc of p to size bytes (not 0) at alignment align. The step of a
  * chain of growth, a live large block growing into the slack a CPU's
  * large cache keeps for it (large_cache.h), is taken before the
@@ -636,6 +666,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
     /* the page map through the thread's leaf when it covers p */
     uintptr_t a = (uintptr_t)p;
     span_t *s = likely(thread_leaf_covers(a)) ? radix_entry_span(thread_leaf_entry(a)) : span_of(p);
+    if (unlikely(s == NULL) && zero_block_in_region(p))
+        return realloc_zero_block(p, size, align, call);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
         size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != NULL) {
         size_t old = s->usable;
@@ -797,6 +829,9 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     }
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
+    void *z;
+    if (unlikely(size == 0) && off == 0 && (z = zero_size_block(align)) != NULL)
+        return z;
     if (align <= QUANTUM && off == 0)
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     if (align <= PAGE) {
@@ -983,6 +1018,12 @@ void free_sized_miss(void *p, size_t size, const char *call)
 {
     if (p == NULL)
         return;
+    if (zero_block_in_region(p)) {
+        if (size != 0)
+            dpm_misuse(call, p, "size does not match the block at");
+        zero_block_free(p, call);
+        return;
+    }
     int *err = &errno, saved = *err;   /* as in free_slow */
     span_t *s = checked_span(p, call);
     check_not_cached(p, s, call, "double free of");

@@ -23,6 +23,7 @@
 #include "cpu_cache.h"
 #include "large_cache.h"
 #include "typed_cache.h"
+#include "zero_blocks.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -171,8 +172,10 @@ static bool init_locked(void)
      * slow paths, which thread caches would skip. */
     g.tcache_nclasses =
         opt.tcache && !opt.junk && !opt.zero && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
-    if (opt.secure)
+    if (opt.secure) {
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
+        (void)zero_blocks_init();   /* without address space, size 0 gets ordinary blocks */
+    }
     tcache_fill_lookup();
     tcache_init_bin_tags();
     tcache_set_small_slots_lazy(cpu_caches_init());

@@ -6,13 +6,17 @@
  * every sized free with the size the block was asked for is accepted, for
  * malloc, calloc, realloc and every alignment and offset of the aligned
  * calls;
- * freed blocks are junk-filled. Also the hugepages option without any huge
+ * freed blocks are junk-filled; malloc(0) and other zero-size requests
+ * return distinct addresses that fault when read or written, and whose
+ * double free, use after free and wrong sized free abort. Also the
+ * hugepages option without any huge
  * pages in the system: one warning, and allocation still works
  * (DPMALLOC_CONF=hugepages:true, argument "hugepages").
  */
 #include <dpmalloc.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +128,88 @@ static void expect_abort(void (*fn)(void), const char *what)
     CHECK(strstr(err, what) != NULL, "expected \"%s\" in: %s", what, err);
 }
 
+/* ---- zero-size blocks (zero_blocks.h) ---- */
+static volatile size_t zero_bytes;   /* 0, out of the compiler's sight */
+
+static void read_zero_size(void)
+{
+    volatile char *p = dpm_malloc(zero_bytes);
+    fprintf(stderr, "read %d\n", p[0]);
+}
+
+static void write_zero_size(void)
+{
+    volatile char *p = dpm_calloc(zero_bytes, 8);
+    p[0] = 1;
+    fprintf(stderr, "wrote\n");
+}
+
+static void double_free_zero_size(void)
+{
+    void *p = dpm_malloc(0);
+    dpm_free(p);
+    dpm_free(keep = p);
+}
+
+static void usable_size_of_freed_zero_size(void)
+{
+    void *p = dpm_malloc(0);
+    dpm_free(p);
+    fprintf(stderr, "usable %zu\n", dpm_usable_size(keep = p));
+}
+
+static void sized_free_zero_size_wrong(void)
+{
+    dpm_free_sized(dpm_malloc(0), 1);
+}
+
+static void between_zero_size_slots(void)
+{
+    char *p = dpm_malloc(0);
+    dpm_free(p + 8);
+}
+
+static void expect_segv(void (*fn)(void))
+{
+    char err[512];
+    int status = run_child(fn, err, sizeof(err));
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %d, stderr: %s", status, err);
+}
+
+/* Distinct live addresses, none of which is a heap block's; each works
+ * with usable size, realloc and sized free. */
+static void test_zero_size_blocks(void)
+{
+    enum { N = 5000 };
+    static char *z[N];
+    for (int i = 0; i < N; i++) {
+        z[i] = i % 3 == 0 ? dpm_malloc(0) : i % 3 == 1 ? dpm_calloc(0, 0) : dpm_malloc_aligned(0, (size_t)16 << (i % 8));
+        CHECK(z[i] != NULL, "zero-size block %d is NULL", i);
+        CHECK(dpm_usable_size(z[i]) == 0, "usable size %zu", dpm_usable_size(z[i]));
+        if (i % 3 == 2)
+            CHECK(((uintptr_t)z[i] & (((uintptr_t)16 << (i % 8)) - 1)) == 0, "%p misaligned", (void *)z[i]);
+    }
+    for (int i = 1; i < N; i++)
+        CHECK(z[i] != z[i - 1], "zero-size blocks %d and %d share %p", i - 1, i, (void *)z[i]);
+    void *heap = dpm_malloc(16);
+    CHECK(heap != z[0], "a zero-size block is a heap block");
+    dpm_free(heap);
+    for (int i = 0; i < N; i += 2)
+        dpm_free_sized(z[i], 0);
+    for (int i = 1; i < N; i += 2) {
+        z[i] = dpm_realloc(z[i], 40);
+        CHECK(z[i] != NULL && dpm_usable_size(z[i]) >= 40, "realloc of a zero-size block");
+        memset(z[i], 1, 40);
+        dpm_free(z[i]);
+    }
+    expect_segv(read_zero_size);
+    expect_segv(write_zero_size);
+    expect_abort(double_free_zero_size, "double free of");
+    expect_abort(usable_size_of_freed_zero_size, "use after free of");
+    expect_abort(sized_free_zero_size_wrong, "size does not match");
+    expect_abort(between_zero_size_slots, "invalid pointer");
+}
+
 static void test_secure(void)
 {
     bool secure = false;
@@ -142,6 +228,7 @@ static void test_secure(void)
     dpm_free_sized(p, 256);
     /* junk: the slab still holds the block; its bytes now read 0x5a */
     CHECK(p[17] == 0x5a, "freed block reads %#x", p[17]);
+    test_zero_size_blocks();
 }
 
 static void allocate_some(void)
