@@ -165,7 +165,8 @@ size_t dpm_usable_size(const void *p);
  *
  * @return
  *   The usable size, >= @p size; 0 if no allocation of @p size bytes can
- *   succeed (beyond the largest request served, 2^46 bytes).
+ *   succeed (beyond the largest request served, 2^46 bytes), and 0 for
+ *   size 0 in the secure mode, whose zero-size blocks have no usable byte.
  */
 size_t dpm_good_size(size_t size);
 

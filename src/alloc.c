@@ -11,6 +11,7 @@
 #include "types.h"
 #include "typed_cache.h"
 #include "numa.h"
+#include "quarantine.h"
 #include "zero_blocks.h"
 
 #include <dpmalloc.h>
@@ -239,7 +240,8 @@ static void free_home(void *p, span_t *s)
         arena_bin_flush(&p, 1);
     } else {
         large_cache_slack_detach(s);
-        arena_free_large(s);
+        if (likely(!opt.secure) || !quarantine_large_put(s))
+            arena_free_large(s);
     }
 }
 
@@ -1069,6 +1071,8 @@ DPM_EXPORT size_t dpm_good_size(size_t size)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return 0;
+    if (size == 0 && unlikely(opt.secure) && zero_blocks_available())
+        return 0;   /* a zero-size block has no usable byte */
     if (size <= SMALL_MAX)
         return sc_size(sc_of_size(size));
     return arena_large_usable(size, 0);
@@ -1129,6 +1133,18 @@ DPM_EXPORT void *dpm_calloc_typed(const char *type, size_t n, size_t size, size_
     return typed_alloc(type, total, align, true);
 }
 
+/* The bytes a realloc that moves p copies out of it: its usable size,
+ * 0 for a zero-size block of secure mode; aborts naming call if p is no
+ * live block. */
+static size_t moving_usable(void *p, const char *call)
+{
+    if (zero_block_in_region(p)) {
+        zero_block_check_live(p, call);
+        return 0;
+    }
+    return span_usable(checked_span(p, call));
+}
+
 void *realloc_move(void *p, size_t old, void *q, size_t size, const char *call)
 {
     if (q == NULL)
@@ -1149,7 +1165,7 @@ DPM_EXPORT void *dpm_realloc_typed(const char *type, void *p, size_t size, size_
         free_fast(p, "dpm_realloc_typed");
         return NULL;
     }
-    size_t old = span_usable(checked_span(p, "dpm_realloc_typed"));
+    size_t old = moving_usable(p, "dpm_realloc_typed");
     return realloc_move(p, old, typed_alloc(type, size, align, false), size, "dpm_realloc_typed");
 }
 
@@ -1294,6 +1310,9 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
         free_fast(p, "dpm_realloc_socket");
         return NULL;
     }
+    if (zero_block_in_region(p))
+        return realloc_move(p, moving_usable(p, "dpm_realloc_socket"), socket_alloc(size, align, socket, false),
+                            size, "dpm_realloc_socket");
     span_t *s = checked_span(p, "dpm_realloc_socket");
     arena_t *a = socket_arena(socket);
     if (a == NULL)

@@ -1126,6 +1126,19 @@ static void zero_large(span_t *s, size_t size)
     memset((void *)from, 0, size);
 }
 
+/* Secure mode puts a page without access after each large block, so a
+ * write or read past its usable bytes faults: in automatic arenas only
+ * (a manual arena's reset hands its pages back wholesale), and not where
+ * mprotect cannot split the pages (huge pages, a page source's memory,
+ * kernel pages bigger than PAGE). */
+static bool large_gets_guard(const arena_t *a)
+{
+    return unlikely(opt.secure) && !a->manual && !a->ph.options.sourced && !a->ph.options.hugepages &&
+           os_page_size() == PAGE;
+}
+
+static uintptr_t guard_page(const span_t *s) { return s->start + ((s->npages - 1) << LG_PAGE); }
+
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {
     orphan_take(a);
@@ -1136,7 +1149,8 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     if (c < NSMALL)
         c = NSMALL;   /* small sizes with big alignments: counted as the first large class */
     size_t usable = arena_large_usable(req->size, in_page);
-    pr.npages = (usable + in_page) >> LG_PAGE;
+    bool guard = large_gets_guard(a);
+    pr.npages = ((usable + in_page) >> LG_PAGE) + guard;
     bool zeroed;
     size_t need_bytes;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
@@ -1170,6 +1184,8 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     arena_tick(a);
     mutex_unlock_elidable(&a->lock, held);
     arena_purge_if_due(a);
+    /* the kernel may refuse (map count): then the page is only slack */
+    s->guarded = guard && os_protect_none((void *)guard_page(s), PAGE, false);
     if (req->zero && !zeroed)
         zero_large(s, opt.zero ? usable : req->size);   /* opt.zero: realloc may grow into it */
     return (void *)s->base;
@@ -1211,6 +1227,12 @@ static void purge_taken_runs(arena_t *a, purge_batch_t *b)
 
 void arena_free_large(span_t *s)
 {
+    if (unlikely(s->guarded)) {
+        /* its pages go back to the heap usable, or not at all */
+        if (!os_commit((void *)guard_page(s), PAGE))
+            return;
+        s->guarded = 0;
+    }
     arena_t *a = s->arena;
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);   /* mallopt may set it */
     bool oversize = threshold != 0 && span_bytes(s) >= threshold;
@@ -1257,6 +1279,8 @@ bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
     size_t in_page = s->base - s->start;
     size_t usable = arena_large_usable(size, in_page);
     size_t npages = (usable + in_page) >> LG_PAGE;
+    if (unlikely(s->guarded))   /* the guard stays last: the block moves instead */
+        return npages + 1 == s->npages;
     if (npages == s->npages)
         return true;
     arena_t *a = s->arena;

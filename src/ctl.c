@@ -12,6 +12,7 @@
 #include "global.h"
 #include "numa.h"
 #include "stats.h"
+#include "zero_blocks.h"
 
 #include <dpmalloc.h>
 #include <errno.h>
@@ -171,9 +172,11 @@ static int h_arenas_lookup(const ctl_call_t *c, const void *arg)
     if (write_in(c, &ptr, sizeof(ptr)) != 1)
         return EINVAL;
     span_t *s = span_of(ptr);
-    if (s == NULL || s->kind == SPAN_FREE)
+    /* secure mode's zero-size blocks hold no arena's pages: arena 0's */
+    bool zero = s == NULL && zero_block_in_region(ptr);
+    if (!zero && (s == NULL || s->kind == SPAN_FREE))
         return EINVAL;
-    unsigned index = s->arena->index;
+    unsigned index = zero ? 0 : s->arena->index;
     return read_out(c, &index, sizeof(index));
 }
 

@@ -297,6 +297,13 @@ bool os_commit(void *addr, size_t size)
     return true;
 }
 
+bool os_protect_none(void *addr, size_t size, bool discard)
+{
+    if (discard)
+        (void)madvise(addr, size, MADV_DONTNEED);
+    return mprotect(addr, size, PROT_NONE) == 0;
+}
+
 bool os_populate_here(void *addr, size_t size)
 {
     return size == 0 || madvise(addr, size, MADV_POPULATE_WRITE) == 0;

@@ -75,6 +75,11 @@ void *os_reserve(size_t size);
  * kernel pages); its pages appear, zero, at first touch. false with errno
  * = ENOMEM when the kernel refuses (commit limit, map count). */
 bool os_commit(void *addr, size_t size);
+/* Takes every access away from [addr, addr+size) (whole kernel pages),
+ * first dropping their contents if discard; false if the kernel refused
+ * (errno kept: callers on free paths restore it anyway). Secure mode's
+ * guard pages and quarantine; os_commit gives access back. */
+bool os_protect_none(void *addr, size_t size, bool discard);
 /* Faults the pages of [addr, addr+size) in for writing from the calling
  * thread, without changing their contents, so new pages are placed by
  * this thread's memory policy (its NUMA node). Pages already present stay

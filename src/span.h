@@ -98,6 +98,7 @@ typedef struct span {
                                 its page-map entries */
     uint8_t kind;            /* enum span_kind */
     uint8_t state;           /* free runs: enum run_state */
+    uint8_t guarded;         /* large, secure mode: its last page has no access (arena.c) */
 
     uintptr_t start;         /* first page */
     size_t npages;

@@ -19,6 +19,7 @@
 static uintptr_t region;    /* 0 until init */
 static uint64_t *live;      /* bit i: slot i handed out and not freed */
 static size_t cursor;       /* next slot to try (grows; taken mod ZERO_NSLOTS) */
+static size_t nlive;        /* bits set */
 
 bool zero_blocks_init(void)
 {
@@ -51,10 +52,17 @@ void *zero_block_alloc(size_t align)
         size_t i = __atomic_fetch_add(&cursor, step, __ATOMIC_RELAXED);
         i = (i + step - 1) / step * step % ZERO_NSLOTS;
         uint64_t bit = (uint64_t)1 << (i % 64);
-        if ((__atomic_fetch_or(&live[i / 64], bit, __ATOMIC_ACQ_REL) & bit) == 0)
+        if ((__atomic_fetch_or(&live[i / 64], bit, __ATOMIC_ACQ_REL) & bit) == 0) {
+            __atomic_fetch_add(&nlive, 1, __ATOMIC_RELAXED);
             return (void *)(base + i * ZERO_SLOT);
+        }
     }
     return NULL;
+}
+
+bool zero_blocks_available(void)
+{
+    return __atomic_load_n(&region, __ATOMIC_ACQUIRE) != 0 && zero_blocks_live() < ZERO_NSLOTS;
 }
 
 bool zero_block_in_region(const void *p)
@@ -78,6 +86,7 @@ void zero_block_free(void *p, const char *call)
     uint64_t bit = (uint64_t)1 << (i % 64);
     if ((__atomic_fetch_and(&live[i / 64], ~bit, __ATOMIC_ACQ_REL) & bit) == 0)
         dpm_misuse(call, p, "double free of");
+    __atomic_fetch_sub(&nlive, 1, __ATOMIC_RELAXED);
 }
 
 void zero_block_check_live(const void *p, const char *call)
@@ -87,12 +96,4 @@ void zero_block_check_live(const void *p, const char *call)
         dpm_misuse(call, p, "use after free of");
 }
 
-size_t zero_blocks_live(void)
-{
-    if (__atomic_load_n(&region, __ATOMIC_ACQUIRE) == 0)
-        return 0;
-    size_t n = 0;
-    for (size_t w = 0; w < ZERO_NSLOTS / 64; w++)
-        n += (size_t)__builtin_popcountll(__atomic_load_n(&live[w], __ATOMIC_RELAXED));
-    return n;
-}
+size_t zero_blocks_live(void) { return __atomic_load_n(&nlive, __ATOMIC_RELAXED); }

@@ -19,6 +19,9 @@
  * its bitmap (committed page by page as slots are used). false without
  * address space: size 0 then gets ordinary blocks. */
 bool zero_blocks_init(void);
+/* Whether zero-size blocks are given (the region exists and is not
+ * full); racy by nature: dpm_good_size's answer. */
+bool zero_blocks_available(void);
 /* A fresh zero-size block at a multiple of align (a power of two, at
  * most a page); NULL if there is no region or every slot is live. */
 void *zero_block_alloc(size_t align);

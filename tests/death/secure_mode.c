@@ -8,7 +8,10 @@
  * calls;
  * freed blocks are junk-filled; malloc(0) and other zero-size requests
  * return distinct addresses that fault when read or written, and whose
- * double free, use after free and wrong sized free abort. Also the
+ * double free, use after free and wrong sized free abort; a large block
+ * has a page without access after its usable bytes, and a freed one waits
+ * without access in a quarantine (reads, writes and a second free of it
+ * fault or abort), while correct programs run with bounded memory. Also the
  * hugepages option without any huge
  * pages in the system: one warning, and allocation still works
  * (DPMALLOC_CONF=hugepages:true, argument "hugepages").
@@ -210,6 +213,88 @@ static void test_zero_size_blocks(void)
     expect_abort(between_zero_size_slots, "invalid pointer");
 }
 
+/* ---- large blocks: a guard page after each, a quarantine after free ---- */
+#define LARGE (256 * 1024)
+
+static void overflow_large_by_one(void)
+{
+    char *p = dpm_malloc(LARGE);
+    volatile char *end = p + dpm_usable_size(p);
+    end[0] = 1;
+    fprintf(stderr, "wrote past the block\n");
+}
+
+static void read_after_free_large(void)
+{
+    volatile char *p = dpm_malloc(LARGE);
+    memset((char *)p, 'a', 16);
+    dpm_free((void *)p);
+    fprintf(stderr, "read %d\n", p[0]);
+}
+
+static void write_after_free_large_reuse(void)
+{
+    char *p = dpm_malloc(LARGE);
+    dpm_free(p);
+    keep = dpm_malloc(LARGE);   /* not p's pages: p waits in the quarantine */
+    ((volatile char *)p)[64 * 1024 + 1] = 'a';
+    fprintf(stderr, "wrote into a freed block\n");
+}
+
+static void double_free_quarantined_large(void)
+{
+    void *p = dpm_malloc(LARGE);
+    dpm_free(p);
+    for (int i = 0; i < 10; i++)
+        dpm_free(dpm_malloc(LARGE));
+    dpm_free(keep = p);
+}
+
+static void usable_size_of_quarantined_large(void)
+{
+    void *p = dpm_malloc(LARGE);
+    dpm_free(p);
+    fprintf(stderr, "usable %zu\n", dpm_usable_size(keep = p));
+}
+
+static size_t stat_active(void)
+{
+    uint64_t e = 1;
+    size_t v = 0, len = sizeof e;
+    dpm_ctl("epoch", &e, &len, &e, sizeof e);
+    len = sizeof v;
+    dpm_ctl("stats.active", &v, &len, NULL, 0);
+    return v;
+}
+
+/* Correct programs run: every usable byte writable, realloc keeps the
+ * contents, and the quarantine holds a bounded number of blocks (their
+ * pages still count as active, their memory is discarded). */
+static void test_large_guards(void)
+{
+    size_t before = stat_active();
+    for (int round = 0; round < 500; round++) {
+        size_t n = LARGE + (size_t)round * 4099;
+        char *p = dpm_malloc(n);
+        CHECK(p != NULL, "malloc(%zu)", n);
+        memset(p, round, dpm_usable_size(p));
+        p = dpm_realloc(p, n * 2);
+        CHECK(p != NULL && p[n - 1] == (char)round && p[0] == (char)round, "realloc kept the contents");
+        memset(p, 1, dpm_usable_size(p));
+        p = dpm_realloc(p, n / 2 + 20000);
+        CHECK(p != NULL && p[n / 2] == 1, "realloc down kept the contents");
+        dpm_free_sized(p, n / 2 + 20000);
+    }
+    size_t grown = stat_active() - before;
+    /* 64 quarantined blocks of at most ~4.4 MiB each, plus their guards */
+    CHECK(grown <= (size_t)64 * (5u << 20), "active grew by %zu bytes over 500 large frees", grown);
+    expect_segv(overflow_large_by_one);
+    expect_segv(read_after_free_large);
+    expect_segv(write_after_free_large_reuse);
+    expect_abort(double_free_quarantined_large, "double free of");
+    expect_abort(usable_size_of_quarantined_large, "use after free of");
+}
+
 static void test_secure(void)
 {
     bool secure = false;
@@ -229,6 +314,7 @@ static void test_secure(void)
     /* junk: the slab still holds the block; its bytes now read 0x5a */
     CHECK(p[17] == 0x5a, "freed block reads %#x", p[17]);
     test_zero_size_blocks();
+    test_large_guards();
 }
 
 static void allocate_some(void)
