@@ -11,6 +11,7 @@
 #include "types.h"
 #include "typed_cache.h"
 #include "numa.h"
+#include "canary.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -78,7 +79,22 @@ static bool bin_block(bin_t *bin, void **p)
 
 /* Bytes a zeroed block of class c asked for size needs cleared: opt.zero
  * zeroes the whole block, since realloc may grow into it. */
-static size_t zero_bytes(unsigned c, size_t size) { return opt.zero ? sc_size(c) : size; }
+static size_t zero_bytes(unsigned c, size_t size) { return opt.zero ? sc_size(c) - canary_bytes() : size; }
+
+/* The bytes a request of size bytes needs of its slot: secure mode
+ * counts the slot's canary (canary.h) in, and skips the smallest class,
+ * whose canary would cover bytes 8..11, which handouts clear (the free
+ * key, tcache.h). */
+static size_t slot_bytes(size_t size)
+{
+    if (likely(canary_bytes() == 0))
+        return size;
+    return size + CANARY_BYTES > QUANTUM ? size + CANARY_BYTES : QUANTUM + 1;
+}
+
+/* The class a request of size bytes takes (with an alignment). */
+static unsigned request_class(size_t size) { return sc_of_size(slot_bytes(size)); }
+static unsigned request_class_aligned(size_t size, size_t align) { return sc_of_size_aligned(slot_bytes(size), align); }
 
 static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
 {
@@ -144,7 +160,7 @@ static void *cpu_class_miss(unsigned c, size_t size)
 
 static void *alloc_slow_body(size_t size)
 {
-    unsigned c = sc_of_size(size);
+    unsigned c = request_class(size);
     tcache_t *tc = tcache_mine();
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table)
         return cpu_class_miss(c, size);
@@ -221,7 +237,21 @@ DPM_INLINE span_t *checked_span_of(const void *p, span_t *s, const char *call)
 DPM_INLINE span_t *checked_span_inline(const void *p, const char *call) { return checked_span_of(p, span_of(p), call); }
 static span_t *checked_span(const void *p, const char *call) { return checked_span_inline(p, call); }
 
-static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
+static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? slab_usable(s) : s->usable; }
+
+/* Secure mode: a slab block whose canary (canary.h) is no longer what
+ * the slab wrote aborts naming call. */
+static void check_canary(const void *p, const span_t *s, const char *call)
+{
+    if (s->kind != SPAN_SLAB)
+        return;
+    uint64_t *w = canary_word(s, p);
+    DPM_ANN_OPEN(w, CANARY_BYTES);
+    bool intact = *w == canary_of(p);
+    DPM_ANN_CLOSE(w, CANARY_BYTES);
+    if (!intact)
+        dpm_misuse(call, p, "write past the end (canary overwritten) of");
+}
 
 /* What free does to a validated block's bytes before it leaves. */
 static void free_scrub(void *p, const span_t *s)
@@ -256,6 +286,8 @@ static void free_slow_body(void *p, span_t *s, const char *call)
     /* a block that holds the key may sit in some thread's cache, whether
      * or not this thread would cache it now */
     check_not_cached(p, s, call, "double free of");
+    if (unlikely(opt.secure))
+        check_canary(p, s, call);
     if (cpu_takes(s->tcache_class) && tls_thread.cpu_table == cpu_cache_table) {
         *tc_key_word(p) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(p);
@@ -514,7 +546,7 @@ size_t usable_size_impl(const void *p, const char *call)
     check_not_cached((void *)p, s, call, "use after free of");
     DPM_ANN_KEY_UNPEEK((void *)p);
     DPM_ANN_USABLE(p);
-    return s->kind == SPAN_SLAB ? s->objsize : s->usable;
+    return span_usable(s);
 }
 
 /* ---- realloc ----------------------------------------------------------- */
@@ -530,13 +562,13 @@ static bool size_fits_block(const span_t *s, size_t size)
 {
     if (s->kind == SPAN_LARGE)
         return size >= s->requested && size <= s->usable;
-    if (size > s->objsize)
+    if (size > span_usable(s))
         return false;
     unsigned c = s->bin->size_class;
-    if (sc_of_size(size) == c)
+    if (request_class(size) == c)
         return true;
     for (size_t align = 2 * QUANTUM; align <= PAGE || align <= sc_obj_align(c); align *= 2)
-        if (sc_of_size_aligned(size, align) == c)
+        if (request_class_aligned(size, align) == c)
             return true;
     return false;
 }
@@ -607,6 +639,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
         return fail_nomem();
     DPM_ANN_REALLOC_BEGIN(p);
     check_not_cached(p, s, call, "use after free of");
+    if (unlikely(opt.secure))
+        check_canary(p, s, call);
     size_t old = span_usable(s);
     bool aligned = ((uintptr_t)p & (align - 1)) == 0;
     /* secure mode checks sized frees against the class: a block stays in
@@ -840,8 +874,8 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         /* the plain class when its size is a multiple of align (every
          * large class is): sc_of_size_aligned starts from it and would
          * stop there */
-        unsigned plain = sc_of_size(size);
-        unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : sc_of_size_aligned(size, align);
+        unsigned plain = request_class(size);
+        unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : request_class_aligned(size, align);
         /* cached large classes are page aligned, so they serve too */
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
@@ -865,7 +899,7 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
         /* slabs of such a class start at a multiple of its alignment
          * (sc_slab_align): aligned_alloc(8192, 8192) is a slab object */
         /* a power of two is a class of its own: size <= align needs no search */
-        unsigned c = size <= align ? sc_compute(align) : sc_of_size_aligned(size, align);
+        unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
         if (c < NSMALL)
             return aligned_small(c, size, zero);
         if (sc_size(c) <= SC_ALIGNED_SLAB_MAX) {   /* its special bin (sizeclass.h), through the thread's stash */
@@ -910,7 +944,7 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
 {
     size_t bytes = size == 0 ? 1 : size;
     if (align <= SMALL_MAX) {   /* beyond a page: classes whose slabs are aligned (sc_slab_align) */
-        unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
+        unsigned c = align <= QUANTUM ? request_class(bytes) : request_class_aligned(bytes, align);
         void *p;
         if (c < NSMALL && (typed ? typed_block(a, c, &p) : bin_block(&a->bins[c], &p))) {
             span_t *s = span_of(p);
@@ -1073,8 +1107,8 @@ DPM_EXPORT size_t dpm_good_size(size_t size)
         return 0;
     if (size == 0 && unlikely(opt.secure) && zero_blocks_available())
         return 0;   /* a zero-size block has no usable byte */
-    if (size <= SMALL_MAX)
-        return sc_size(sc_of_size(size));
+    if (size <= SMALL_MAX && request_class(size) < NSMALL)
+        return sc_size(request_class(size)) - canary_bytes();
     return arena_large_usable(size, 0);
 }
 
@@ -1240,7 +1274,7 @@ static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socke
     if (on_cpu_caches && node < TC_NODE_GROUPS && align <= SMALL_MAX) {
         size_t bytes = size == 0 ? 1 : size;
         /* arena_block's class: its slabs serve the alignment */
-        unsigned c = align <= QUANTUM ? sc_of_size(bytes) : sc_of_size_aligned(bytes, align);
+        unsigned c = align <= QUANTUM ? request_class(bytes) : request_class_aligned(bytes, align);
         if (c < g.tcache_nclasses) {
             void *slot;
             if (cpu_cache_pop(cpu_cache_node_tables[node], c * sizeof(cpu_bin_t), &slot))

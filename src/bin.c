@@ -7,6 +7,8 @@
  * nothing here allocates or frees pages or takes an arena lock.
  */
 #include "bin.h"
+#include "annotate.h"
+#include "canary.h"
 #include "error.h"
 #include "types.h"
 
@@ -190,7 +192,15 @@ unsigned bin_take(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
             nonfull_remove(bin, s);
             bin->current = s;
         }
-        n += slab_take(s, out + n, want - n, keyed != NULL ? keyed + n : NULL);
+        unsigned got = slab_take(s, out + n, want - n, keyed != NULL ? keyed + n : NULL);
+        if (unlikely(opt.secure))
+            for (unsigned i = n; i < n + got; i++) {
+                uint64_t *w = canary_word(s, out[i]);
+                DPM_ANN_OPEN(w, CANARY_BYTES);
+                *w = canary_of(out[i]);
+                DPM_ANN_CLOSE(w, CANARY_BYTES);
+            }
+        n += got;
     }
     return n;
 }

@@ -17,6 +17,7 @@ typedef struct global {
     unsigned ncpus;
     unsigned tcache_nclasses;   /* classes 0..n-1 go through thread caches */
     pthread_key_t thread_key;   /* its destructor flushes the thread cache */
+    uint64_t slot_canary;       /* secure mode: the secret of the slots' canaries (canary.h) */
 } global_t;
 
 extern global_t g;

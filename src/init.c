@@ -25,6 +25,9 @@
 #include "typed_cache.h"
 #include "zero_blocks.h"
 
+#include <sys/auxv.h>
+#include <sys/random.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +76,18 @@ static __thread bool fork_locked;
 static bool fork_must_lock(void)
 {
     return __atomic_load_n(&g.initialized, __ATOMIC_ACQUIRE) && !process_single_threaded();
+}
+
+/* The secret of secure mode's slot canaries (canary.h): from the kernel,
+ * else from the 16 random bytes it gave the process at exec. */
+static uint64_t canary_secret(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        const uint64_t *at = (const uint64_t *)getauxval(AT_RANDOM);
+        v = at != NULL ? at[0] ^ at[1] : (uint64_t)(uintptr_t)&v * 0x9e3779b97f4a7c15u;
+    }
+    return v;
 }
 
 static void prefork(void)
@@ -174,6 +189,7 @@ static bool init_locked(void)
         opt.tcache && !opt.junk && !opt.zero && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
     if (opt.secure) {
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
+        g.slot_canary = canary_secret();
         (void)zero_blocks_init();   /* without address space, size 0 gets ordinary blocks */
     }
     tcache_fill_lookup();

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "stats.h"
 #include "types.h"
+#include "canary.h"
 
 #include <dpmalloc.h>
 #include <dpmalloc/rte_compat.h>
@@ -283,7 +284,7 @@ static const span_t *live_block(const void *p)
     return s;
 }
 
-static size_t block_usable(const span_t *s) { return s->kind == SPAN_SLAB ? s->objsize : s->usable; }
+static size_t block_usable(const span_t *s) { return s->kind == SPAN_SLAB ? slab_usable(s) : s->usable; }
 
 static uint16_t block_type(const span_t *s, const void *p)
 {

@@ -30,6 +30,8 @@
 
 namespace {
 
+bool secure_mode;   // run as "secure" (DPMALLOC_CONF=secure:true)
+
 volatile size_t huge_size = SIZE_MAX / 2;
 
 void *keep(void *p)
@@ -71,7 +73,7 @@ TEST(operator_new_is_dpmalloc)
     EXPECT_NONNULL(reinterpret_cast<void *>(usable));
     if (usable != nullptr) {
         void *p = keep(::operator new(100));
-        EXPECT_EQ_U(usable(p), 112);
+        EXPECT_EQ_U(usable(p), secure_mode ? 112 - 8 : 112);   // secure: the slot's canary
         ::operator delete(p);
     }
 }
@@ -306,6 +308,7 @@ TEST(secure_sized_delete_checked)
 int main(int argc, char **argv)
 {
     bool secure = argc > 1 && std::strcmp(argv[1], "secure") == 0;
+    secure_mode = secure;
     RUN(operator_new_is_dpmalloc);
     RUN(every_form_round_trips);
     RUN(failure_throws_or_returns_null);

@@ -8,7 +8,9 @@
  * calls;
  * freed blocks are junk-filled; malloc(0) and other zero-size requests
  * return distinct addresses that fault when read or written, and whose
- * double free, use after free and wrong sized free abort; a large block
+ * double free, use after free and wrong sized free abort; a write past a
+ * small block's usable bytes aborts at its free or realloc (its slot's
+ * canary); a large block
  * has a page without access after its usable bytes, and a freed one waits
  * without access in a quarantine (reads, writes and a second free of it
  * fault or abort), while correct programs run with bounded memory. Also the
@@ -213,6 +215,49 @@ static void test_zero_size_blocks(void)
     expect_abort(between_zero_size_slots, "invalid pointer");
 }
 
+/* ---- small blocks: a canary after the usable bytes ---- */
+static void overflow_small_by_one(void)
+{
+    char *p = dpm_malloc(8);
+    p[dpm_usable_size(p)] = 1;
+    dpm_free(keep = p);
+}
+
+static void overflow_small_by_eight(void)
+{
+    char *p = dpm_malloc(100);
+    p[dpm_usable_size(p) + 7] ^= 1;
+    dpm_free(keep = p);
+}
+
+static void overflow_small_then_realloc(void)
+{
+    char *p = dpm_malloc(40);
+    memset(p, 'x', dpm_usable_size(p) + 1);
+    keep = p;
+    keep = dpm_realloc(p, 4000);
+}
+
+static void test_small_canaries(void)
+{
+    /* every usable byte of every small size is the program's */
+    for (size_t n = 0; n <= 20000; n += n < 600 ? 1 : 97) {
+        char *p = dpm_malloc(n);
+        size_t u = dpm_usable_size(p);
+        CHECK(p != NULL && u >= n, "malloc(%zu): usable %zu", n, u);
+        memset(p, 0xee, u);
+        p = dpm_realloc(p, n + 1);
+        memset(p, 0xdd, dpm_usable_size(p));
+        dpm_free(p);
+        p = dpm_malloc_aligned(n, 64);
+        memset(p, 0xcc, dpm_usable_size(p));
+        dpm_free_sized(p, n);
+    }
+    expect_abort(overflow_small_by_one, "write past the end");
+    expect_abort(overflow_small_by_eight, "write past the end");
+    expect_abort(overflow_small_then_realloc, "write past the end");
+}
+
 /* ---- large blocks: a guard page after each, a quarantine after free ---- */
 #define LARGE (256 * 1024)
 
@@ -314,6 +359,7 @@ static void test_secure(void)
     /* junk: the slab still holds the block; its bytes now read 0x5a */
     CHECK(p[17] == 0x5a, "freed block reads %#x", p[17]);
     test_zero_size_blocks();
+    test_small_canaries();
     test_large_guards();
 }
 
