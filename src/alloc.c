@@ -262,12 +262,14 @@ static void free_scrub(void *p, const span_t *s)
     DPM_ANN_CLOSE(p, span_usable(s));
 }
 
-/* Sends a validated block back to its slab or page heap, past any cache. */
-static void free_home(void *p, span_t *s)
+/* Sends a validated block back to its slab or page heap, past any cache
+ * (secure mode: through a quarantine, quarantine.h). */
+static void free_home(void *p, span_t *s, const char *call)
 {
     free_scrub(p, s);
     if (s->kind == SPAN_SLAB) {
-        arena_bin_flush(&p, 1);
+        if (likely(!opt.secure) || !quarantine_small_put(p, s, JUNK_FREE, call))
+            arena_bin_flush(&p, 1);
     } else {
         large_cache_slack_detach(s);
         if (likely(!opt.secure) || !quarantine_large_put(s))
@@ -319,7 +321,7 @@ static void free_slow_body(void *p, span_t *s, const char *call)
         large_cache_slack_detach(s);   /* cached or freed whole */
     if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
-    free_home(p, s);
+    free_home(p, s, call);
 }
 
 /* A large block's free (span per the page map, not NULL): the
@@ -337,7 +339,7 @@ static void free_large(void *p, span_t *s, const char *call)
     large_cache_slack_detach(s);   /* cached or freed whole */
     if (tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
-    free_home(p, s);
+    free_home(p, s, call);
 }
 
 /* free keeps errno (POSIX.1-2024): the slow paths below may make system
@@ -621,7 +623,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
      * placed where its free neighbours coalesced, and grows in place. */
     DPM_ANN_FREE(p);
     if (old_span->kind == SPAN_LARGE && size > old_usable)
-        free_home(p, old_span);
+        free_home(p, old_span, call);
     else
         free_fast(p, call);
     return q;

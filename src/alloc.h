@@ -23,6 +23,7 @@
 #include "tcache.h"
 #include "cpu_cache.h"
 #include "error.h"
+#include "quarantine.h"
 
 
 void *alloc_slow(size_t size) DPM_NOINLINE;
@@ -137,6 +138,8 @@ DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, con
         if (unlikely(*tc_key_word(p) == TC_FREE_KEY))
             confirm_not_cached(p, s->tcache_class, call, what);
     } else if (s->kind == SPAN_SLAB && s->type_ids != NULL && unlikely(typed_block_stashed(p, s))) {
+        dpm_misuse(call, p, what);
+    } else if (unlikely(opt.secure) && s->kind == SPAN_SLAB && quarantine_small_holds(p)) {
         dpm_misuse(call, p, what);
     }
 }

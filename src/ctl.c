@@ -12,6 +12,7 @@
 #include "global.h"
 #include "numa.h"
 #include "stats.h"
+#include "quarantine.h"
 #include "zero_blocks.h"
 
 #include <dpmalloc.h>
@@ -314,6 +315,8 @@ static int h_arena_purge(const ctl_call_t *c, const void *arg)
     /* arg "decay": follow the curves; purge also takes the arena's blocks
      * out of every CPU's large cache first */
     if (arg == NULL) {
+        if (opt.secure)   /* its rings hold every arena's blocks: all go */
+            quarantine_drain("arena.<i>.purge");
         tcache_reclaim_mine();
         large_caches_flush(false, a);
         cpu_caches_drain(false);

@@ -10,6 +10,7 @@
 #include "annotate.h"
 #include "os.h"
 #include "override_cxx.h"
+#include "quarantine.h"
 
 #include <dpmalloc.h>
 #include <errno.h>
@@ -286,6 +287,8 @@ LIBC_ENTRY int malloc_trim(size_t pad)
     (void)pad;
     if (!dpm_ready())
         return 0;
+    if (opt.secure)
+        quarantine_drain("malloc_trim");
     tcache_reclaim_mine();
     large_caches_flush(false, NULL);
     cpu_caches_drain(false);

@@ -8,7 +8,10 @@
  */
 #include "quarantine.h"
 
+#include "annotate.h"
 #include "arena.h"
+#include "canary.h"
+#include "error.h"
 #include "conf.h"
 #include "os.h"
 
@@ -56,4 +59,80 @@ unsigned quarantine_large_count(void)
     for (unsigned i = 0; i < QUARANTINE_SLOTS; i++)
         n += __atomic_load_n(&ring[i], __ATOMIC_RELAXED) != NULL;
     return n;
+}
+
+/* ---- small blocks ------------------------------------------------------- */
+
+static void *small_ring[QUARANTINE_SMALL_SLOTS];
+static unsigned small_next;
+static unsigned char small_junk;   /* the byte free fills with (one for the process) */
+
+static uint32_t *mark_word(void *p) { return (uint32_t *)((char *)p + 8); }
+
+/* Aborts naming call if a byte of p (leaving the ring) is no longer the
+ * junk its free wrote, or its mark is gone. */
+static void verify(void *p, const char *call)
+{
+    span_t *s = span_of(p);
+    size_t n = slab_usable(s);
+    DPM_ANN_OPEN(p, n);
+    const unsigned char *b = p;
+    bool intact = *mark_word(p) == QUARANTINE_MARK;
+    for (size_t i = 0; i < n && intact; i++)
+        intact = (i >= 8 && i < 12) || b[i] == small_junk;
+    DPM_ANN_CLOSE(p, n);
+    if (!intact)
+        dpm_misuse(call, p, "write after free of");
+}
+
+static void release_small(void *p, const char *call)
+{
+    verify(p, call);
+    arena_bin_flush(&p, 1);
+}
+
+bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call)
+{
+    /* a manual arena's reset or destroy takes its slabs back wholesale,
+     * with whatever the ring holds; no room for the mark: none such in
+     * secure mode */
+    if (s->arena->manual || slab_usable(s) < 12)
+        return false;
+    small_junk = junk;
+    DPM_ANN_OPEN(mark_word(p), 4);
+    *mark_word(p) = QUARANTINE_MARK;
+    DPM_ANN_CLOSE(mark_word(p), 4);
+    unsigned i = __atomic_fetch_add(&small_next, 1, __ATOMIC_RELAXED) % QUARANTINE_SMALL_SLOTS;
+    void *old = __atomic_exchange_n(&small_ring[i], p, __ATOMIC_ACQ_REL);
+    if (old != NULL)
+        release_small(old, call);
+    return true;
+}
+
+bool quarantine_small_holds(const void *p)
+{
+    uint32_t *w = mark_word((void *)p);
+    DPM_ANN_KEY_PEEK((void *)p);
+    bool marked = *w == QUARANTINE_MARK;
+    DPM_ANN_KEY_UNPEEK((void *)p);
+    if (!marked)
+        return false;
+    for (unsigned i = 0; i < QUARANTINE_SMALL_SLOTS; i++)
+        if (__atomic_load_n(&small_ring[i], __ATOMIC_RELAXED) == p)
+            return true;
+    return false;
+}
+
+void quarantine_drain(const char *call)
+{
+    for (unsigned i = 0; i < QUARANTINE_SMALL_SLOTS; i++) {
+        void *p = __atomic_exchange_n(&small_ring[i], NULL, __ATOMIC_ACQ_REL);
+        if (p != NULL)
+            release_small(p, call);
+    }
+    for (unsigned i = 0; i < QUARANTINE_SLOTS; i++) {
+        span_t *s = __atomic_exchange_n(&ring[i], NULL, __ATOMIC_ACQ_REL);
+        if (s != NULL)
+            release(s);
+    }
 }

@@ -8,7 +8,7 @@
  * parked meanwhile). The ring costs address space only: at most
  * QUARANTINE_SLOTS blocks, each smaller than oversize_threshold (blocks
  * of that size go back to the OS at once, as in every mode).
- * Owns: the ring. May call: arena, os.
+ * Owns: the rings. May call: arena, os, error.
  */
 #ifndef DPM_QUARANTINE_H
 #define DPM_QUARANTINE_H
@@ -26,5 +26,25 @@
 bool quarantine_large_put(span_t *s);
 /* Blocks in the ring now (tests, stats). */
 unsigned quarantine_large_count(void);
+
+/* Secure mode's ring of freed small blocks: a freed block of an
+ * automatic arena, junk-filled
+ * (every usable byte junk, bytes 8..11 the mark below), waits in a ring
+ * of QUARANTINE_SMALL_SLOTS blocks before it goes home; when it leaves,
+ * a byte that is no longer junk aborts ("write after free of", naming
+ * the call that pushed it out), and while it waits a second free,
+ * realloc or malloc_usable_size finds it by its mark and a look in the
+ * ring. */
+#define QUARANTINE_SMALL_SLOTS 1024
+#define QUARANTINE_MARK 0x7e3d1f5bu
+
+/* Takes the validated, junk-filled (junk: the byte) slab block p of
+ * span s; the block it lets go of is verified and goes home. false if
+ * it does not quarantine p (the caller sends it home). */
+bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call);
+/* Whether p waits in the ring (its mark read, then a look at every slot). */
+bool quarantine_small_holds(const void *p);
+/* Verifies and sends home every block of both rings (malloc_trim). */
+void quarantine_drain(const char *call);
 
 #endif

@@ -10,7 +10,9 @@
  * return distinct addresses that fault when read or written, and whose
  * double free, use after free and wrong sized free abort; a write past a
  * small block's usable bytes aborts at its free or realloc (its slot's
- * canary); a large block
+ * canary); a freed small block waits in a quarantine, and a write into
+ * it aborts when it leaves (or at arena.<i>.purge), a second free or a
+ * usable-size call while it waits at once; a large block
  * has a page without access after its usable bytes, and a freed one waits
  * without access in a quarantine (reads, writes and a second free of it
  * fault or abort), while correct programs run with bounded memory. Also the
@@ -258,6 +260,66 @@ static void test_small_canaries(void)
     expect_abort(overflow_small_then_realloc, "write past the end");
 }
 
+/* ---- small blocks: a quarantine after free, its junk verified ---- */
+static void write_after_free_small(void)
+{
+    char *p = dpm_malloc(128);
+    dpm_free(p);
+    p[65] = 'a';
+    for (int i = 0; i < 100000; i++)   /* pushes p out of the quarantine */
+        dpm_free(dpm_malloc(128));
+    fprintf(stderr, "not caught\n");
+}
+
+static void write_after_free_small_reused(void)
+{
+    char *p = dpm_malloc(128);
+    dpm_free(p);
+    keep = dpm_malloc(128);   /* not p: p waits in the quarantine */
+    p[65] = 'a';
+    for (int i = 0; i < 100000; i++)
+        dpm_free(dpm_malloc(128));
+    fprintf(stderr, "not caught\n");
+}
+
+static void write_after_free_found_by_trim(void)
+{
+    char *p = dpm_malloc(300);
+    dpm_free(p);
+    p[299] = 1;
+    dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);   /* empties the quarantines (malloc_trim too) */
+    fprintf(stderr, "not caught\n");
+}
+
+static void double_free_quarantined_small(void)
+{
+    void *p = dpm_malloc(48);
+    dpm_free(p);
+    dpm_free(dpm_malloc(48));
+    dpm_free(keep = p);
+}
+
+static void usable_size_of_quarantined_small(void)
+{
+    void *p = dpm_malloc(48);
+    dpm_free(p);
+    fprintf(stderr, "usable %zu\n", dpm_usable_size(keep = p));
+}
+
+static void test_small_quarantine(void)
+{
+    /* a live block that holds the mark's value is no freed block */
+    uint32_t *p = dpm_malloc(64);
+    p[2] = 0x7e3d1f5bu;
+    CHECK(dpm_usable_size(p) >= 64, "usable size of a live block holding the mark");
+    dpm_free(p);
+    expect_abort(write_after_free_small, "write after free of");
+    expect_abort(write_after_free_small_reused, "write after free of");
+    expect_abort(write_after_free_found_by_trim, "write after free of");
+    expect_abort(double_free_quarantined_small, "double free of");
+    expect_abort(usable_size_of_quarantined_small, "use after free of");
+}
+
 /* ---- large blocks: a guard page after each, a quarantine after free ---- */
 #define LARGE (256 * 1024)
 
@@ -360,6 +422,7 @@ static void test_secure(void)
     CHECK(p[17] == 0x5a, "freed block reads %#x", p[17]);
     test_zero_size_blocks();
     test_small_canaries();
+    test_small_quarantine();
     test_large_guards();
 }
 

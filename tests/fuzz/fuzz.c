@@ -105,11 +105,10 @@ static void on_signal(int sig)
     describe(self, head, sizeof head);
     const blk_t *b = self != NULL ? &self->cur : NULL;
     snprintf(line, sizeof line,
-             "%s: signal %d (%s); last block checked: %p (from %s) size %zu align %zu arena %d usable %zu\n"
+             "%s: signal %d (%s); last block checked: %p (from %s) size %zu align %zu arena %d\n"
              "fuzz: reproduce with: %s\n0 passed, 1 failed\n",
              head, sig, strsignal(sig), b ? (void *)b->p : NULL, b && b->origin ? b->origin : "-", b ? b->size : 0,
-             b ? b->align : 0,
-             b ? b->arena : 0, b && b->p ? dpm_usable_size(b->p) : 0, repro);
+             b ? b->align : 0, b ? b->arena : 0, repro);   /* no allocator call: the block may be freed */
     say(line);
     signal(sig, SIG_DFL);
     raise(sig);
