@@ -1356,6 +1356,8 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
     size_t old = span_usable(s);
     size_t al = align == 0 ? QUANTUM : align;
     if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0) {
+        if (s->kind == SPAN_LARGE)
+            s->requested = size;   /* what a sized free of it promises now */
         DPM_ANN_REALLOC_BEGIN(p);   /* records the old size, for the resize */
         DPM_ANN_REALLOC_DONE(p, p, size);
         return p;

@@ -1213,15 +1213,26 @@ static bool take_run_for_purge(arena_t *a, span_t *r, size_t min_bytes, purge_ba
     return false;
 }
 
+/* Purges the runs take_run_for_purge took, and then, batch by batch,
+ * the rest of a run longer than one batch (PH_PURGE_MAX_RUNS pieces):
+ * a huge block's free or cut returns all of it. */
 static void purge_taken_runs(arena_t *a, purge_batch_t *b)
 {
-    list_t give_back = {0};
-    run_purge_calls(a, b);
-    lock_elided_t held = mutex_lock_elidable(&a->lock);
-    ph_purge_finish(&a->ph, b, a->clock_ns);
-    ph_take_given_back(&a->ph, &give_back);
-    mutex_unlock_elidable(&a->lock, held);
-    give_back_segments(a, &give_back);
+    for (;;) {
+        /* read before the finish files (and may merge) the pieces */
+        uintptr_t rest = b->n == PH_PURGE_MAX_RUNS ? span_end(b->item[b->n - 1].run) : 0;
+        list_t give_back = {0};
+        run_purge_calls(a, b);
+        lock_elided_t held = mutex_lock_elidable(&a->lock);
+        ph_purge_finish(&a->ph, b, a->clock_ns);
+        span_t *r = rest != 0 ? radix_span(rest) : NULL;
+        bool more = r != NULL && ph_purge_take_run(&a->ph, r, 0, b) != 0;
+        ph_take_given_back(&a->ph, &give_back);
+        mutex_unlock_elidable(&a->lock, held);
+        give_back_segments(a, &give_back);
+        if (!more)
+            break;
+    }
     mutex_unlock(&a->purge_lock);
 }
 

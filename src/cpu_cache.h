@@ -55,7 +55,7 @@
  * once, then the transfer cache's or a bin's): their buffer is on the
  * stack, and malloc and free must fit a signal handler's alternate stack
  * (docs/design.md, "Stack"). */
-#define CPU_CHUNK 64
+#define CPU_CHUNK 128
 /* Most slots of a phased tag's bin (tcache_class in the phased ranges,
  * span.h). The tags' bins share a pool of percpu_bytes / CPU_PHASED_POOL_DIV
  * per CPU, the classes the rest; a tag's bin gets its slots on a CPU at

@@ -352,6 +352,8 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
     }
     uint16_t type = block_type(s, ptr);
     if (heap_has_arena(&h, s->arena) && keeps_place(s, ptr, size, al)) {
+        if (s->kind == SPAN_LARGE)
+            ((span_t *)s)->requested = size;   /* the caller's block: what a sized free of it promises now */
         DPM_ANN_REALLOC_BEGIN(ptr);   /* records the old size, for the resize */
         DPM_ANN_REALLOC_DONE(ptr, ptr, size);
         return ptr;

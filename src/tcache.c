@@ -333,16 +333,51 @@ static void send_home(void **objs, unsigned n, unsigned c);
  * must fit a signal handler's alternate stack (docs/design.md, "Stack"). */
 #define TC_FILL_MAX 64
 
+/* The rest of a fill of bin c beyond its first TC_FILL_MAX blocks, a
+ * chunk at a time on top of what the first pushed (outside the slots
+ * tc_bin_stats_t.fresh counts, so their pops clear the key as any
+ * push's do), keyed blocks on top; stops when the source gives less
+ * than asked or the bin has no room (the rest goes home). */
+static void fill_more(tcache_t *tc, unsigned c, unsigned left)
+{
+    tc_bin_t *b = &tc->bins[c];
+    void *batch[TC_FILL_MAX];
+    uint8_t keyed[TC_FILL_MAX];
+    while (left > 0) {
+        unsigned ask = left < TC_FILL_MAX ? left : TC_FILL_MAX;
+        unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, ask, keyed);
+        unsigned count = tc_bin_count(b), room = b->ncached_max > count ? b->ncached_max - count : 0;
+        unsigned pushed = 0;
+        for (int pass = 0; pass < 2; pass++)   /* unkeyed, then keyed: popped first */
+            for (unsigned i = got; i-- > 0;)
+                if (keyed[i] == pass && pushed < room) {
+                    tc_bin_push(b, batch[i]);
+                    batch[i] = NULL;
+                    pushed++;
+                }
+        if (pushed < got) {   /* a callback's pushes took the room: the rest home */
+            unsigned n = 0;
+            for (unsigned i = 0; i < got; i++)
+                if (batch[i] != NULL)
+                    batch[n++] = batch[i];
+            send_home(batch, n, c);
+            return;
+        }
+        if (got < ask)
+            return;
+        left -= got;
+    }
+}
+
 void *tcache_alloc_miss(tcache_t *tc, unsigned c)
 {
     tc_bin_t *b = &tc->bins[c];
     counter_add(&tc->stats[c].nmisses, 1);
     unsigned want = b->ncached_max / 2 + 1;
     void *batch[TC_FILL_MAX];
-    if (want > ARRAY_LEN(batch))
-        want = ARRAY_LEN(batch);
+    unsigned ask = want < ARRAY_LEN(batch) ? want : ARRAY_LEN(batch);
     uint8_t keyed[ARRAY_LEN(batch)];
-    unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, want, keyed);
+    unsigned got = arena_bin_fill(&tc->arena->bins[c], batch, ask, keyed);
     if (got == 0)
         return NULL;
     counter_add(&tc->stats[c].nfills, 1);
@@ -371,6 +406,8 @@ void *tcache_alloc_miss(tcache_t *tc, unsigned c)
     bool was_empty = count == 0;
     for (unsigned i = push + 1; i-- > 1;)
         tc_bin_push(b, order[i]);
+    if (push == got - 1 && got == ask && want > got)
+        fill_more(tc, c, want - got);
     b->low_lo = low16(b->head);
     unsigned clean = got - (nkeyed > 1 ? nkeyed : 1);   /* unkeyed blocks pushed, at the top */
     tc->stats[c].fresh = was_empty ? (uint16_t)(clean * sizeof(void *)) : 0;

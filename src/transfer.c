@@ -59,7 +59,7 @@ unsigned transfer_take(unsigned c, void **out, unsigned want)
     return k;
 }
 
-#define DRAIN_CHUNK 256
+#define DRAIN_CHUNK 128   /* on the stack: see CPU_CHUNK (cpu_cache.h) */
 
 size_t transfer_drain(bool idle_only)
 {

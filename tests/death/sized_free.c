@@ -16,6 +16,7 @@
 #include "test.h"
 
 #include <dpmalloc.h>
+#include <dpmalloc/rte_compat.h>
 #include <sys/mman.h>
 
 static volatile uintptr_t *shared_ptr;
@@ -164,6 +165,16 @@ TEST(true_promises_pass)
     dpm_free_sized(p, 400000);
     p = dpm_malloc(100000);   /* from the large cache, with slack */
     dpm_free_sized(p, 100000);
+    /* shrunk in place by the socket and rte_malloc-shaped reallocs
+     * (review r31: their requests were not recorded) */
+    p = dpm_malloc_socket(300000, 0, 0);
+    void *q = dpm_realloc_socket(p, 100000, 0, 0);
+    EXPECT_TRUE(q != NULL);
+    dpm_free_sized(q, 100000);
+    p = dpm_rte_malloc(NULL, 300000, 0);
+    q = dpm_rte_realloc(p, 290000, 0);
+    EXPECT_TRUE(q == p);
+    dpm_free_sized(q, 290000);
 }
 
 int main(void)
