@@ -24,6 +24,7 @@ void bin_init(bin_t *bin, struct arena *arena, unsigned size_class, uint32_t pha
     bin->phase = phase;
     bin->slab_pages = sc->slab_pages;
     bin->slab_objs = sc->slab_objs;
+    bin->pick = (g.slot_canary ^ (uintptr_t)bin) | 1;   /* xorshift needs a state other than 0 */
     if (size_class >= NSMALL) {   /* an aligned bin of a large class (sizeclass.h) */
         dpm_assert(sc->size <= SC_ALIGNED_SLAB_MAX && phase == 0);
         bin->slab_pages = SC_ALIGNED_SLAB_PAGES;
@@ -101,6 +102,38 @@ static void slab_detach(bin_t *bin, span_t *s, list_t *emptied)
     bin->stats.nslabs_freed++;
     bin->stats.curslabs--;
     list_push_front(emptied, &s->link);
+}
+
+/* Secure mode: one free object of s (nfree > 0) at a random place, so the
+ * next block's address does not follow from the last one's: the first
+ * free bit at or after a random index, wrapping. Bin lock held. */
+static unsigned slab_take_random(bin_t *bin, span_t *s, void **out, uint8_t *keyed)
+{
+    uint64_t x = bin->pick;   /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    bin->pick = x;
+    unsigned nobjs = (unsigned)s->last_index + 1, start = (unsigned)(x % nobjs), i = nobjs;
+    /* the last round looks at start's word again, whole: bits before start */
+    for (unsigned k = 0; k <= SLAB_BITMAP_WORDS && i == nobjs; k++) {
+        unsigned w = (start / 64 + k) % SLAB_BITMAP_WORDS;
+        uint64_t bits = s->free_bits[w];
+        if (k == 0)
+            bits &= ~(uint64_t)0 << (start % 64);   /* at or after start */
+        if (bits != 0)
+            i = w * 64 + ctz64(bits);
+    }
+    unsigned w = i / 64;
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    if (keyed != NULL)
+        keyed[0] = w >= SLAB_KEYED_WORDS || (s->keyed_bits[w] & bit) != 0;
+    if (w < SLAB_KEYED_WORDS)
+        s->keyed_bits[w] &= ~bit;
+    __atomic_store_n(&s->free_bits[w], s->free_bits[w] & ~bit, __ATOMIC_RELAXED);   /* read racily by free */
+    s->nfree--;
+    out[0] = (void *)(s->base + (size_t)i * s->objsize);
+    return 1;
 }
 
 static unsigned slab_take(span_t *s, void **out, unsigned want, uint8_t *keyed)
@@ -192,7 +225,8 @@ unsigned bin_take(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
             nonfull_remove(bin, s);
             bin->current = s;
         }
-        unsigned got = slab_take(s, out + n, want - n, keyed != NULL ? keyed + n : NULL);
+        unsigned got = unlikely(opt.secure) ? slab_take_random(bin, s, out + n, keyed != NULL ? keyed + n : NULL)
+                                            : slab_take(s, out + n, want - n, keyed != NULL ? keyed + n : NULL);
         if (unlikely(opt.secure))
             for (unsigned i = n; i < n + got; i++) {
                 uint64_t *w = canary_word(s, out[i]);

@@ -37,6 +37,7 @@ typedef struct bin {
     uint32_t size_class;
     uint8_t tcache_class;
     bool typed;              /* slabs carry a type tag per object */
+    uint64_t pick;           /* secure mode: the state of its random slot choice (bin lock) */
     bin_stats_t stats;
 } CACHE_ALIGNED bin_t;
 

@@ -306,6 +306,23 @@ static void usable_size_of_quarantined_small(void)
     fprintf(stderr, "usable %zu\n", dpm_usable_size(keep = p));
 }
 
+/* Slots are picked at random within a slab: the next block's address
+ * rarely follows from the last one's (in order, 63 of 64 would). */
+static void test_random_slots(void)
+{
+    enum { N = 64 };
+    char *p[N];
+    int in_order = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = dpm_malloc(100);
+        if (i > 0 && p[i] == p[i - 1] + dpm_usable_size(p[i - 1]) + 8)
+            in_order++;
+    }
+    for (int i = 0; i < N; i++)
+        dpm_free(p[i]);
+    CHECK(in_order < N / 4, "%d of %d blocks followed the one before", in_order, N - 1);
+}
+
 static void test_small_quarantine(void)
 {
     /* a live block that holds the mark's value is no freed block */
@@ -423,6 +440,7 @@ static void test_secure(void)
     test_zero_size_blocks();
     test_small_canaries();
     test_small_quarantine();
+    test_random_slots();
     test_large_guards();
 }
 
