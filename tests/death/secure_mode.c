@@ -12,7 +12,8 @@
  * small block's usable bytes aborts at its free or realloc (its slot's
  * canary); a freed small block waits in a quarantine, and a write into
  * it aborts when it leaves (or at arena.<i>.purge), a second free or a
- * usable-size call while it waits at once; a large block
+ * usable-size call while it waits at once; slabs hand out slots at
+ * random; a large block
  * has a page without access after its usable bytes, and a freed one waits
  * without access in a quarantine (reads, writes and a second free of it
  * fault or abort), while correct programs run with bounded memory. Also the
