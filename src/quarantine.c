@@ -15,6 +15,8 @@
 #include "conf.h"
 #include "os.h"
 
+#include <string.h>
+
 static span_t *ring[QUARANTINE_SLOTS];
 static unsigned next_slot;
 
@@ -74,12 +76,17 @@ static uint32_t *mark_word(void *p) { return (uint32_t *)((char *)p + 8); }
 static void verify(void *p, const char *call)
 {
     span_t *s = span_of(p);
-    size_t n = slab_usable(s);
+    size_t n = slab_usable(s);   /* a multiple of 8: objsize is one of 16 */
     DPM_ANN_OPEN(p, n);
-    const unsigned char *b = p;
-    bool intact = *mark_word(p) == QUARANTINE_MARK;
-    for (size_t i = 0; i < n && intact; i++)
-        intact = (i >= 8 && i < 12) || b[i] == small_junk;
+    /* word by word; word 1 holds the mark in its bytes 8..11 */
+    uint64_t junk = 0x0101010101010101u * small_junk, marked = junk;
+    uint32_t mark = QUARANTINE_MARK;
+    memcpy(&marked, &mark, sizeof mark);
+    const uint64_t *w = p;
+    uint64_t diff = (w[0] ^ junk) | (w[1] ^ marked);
+    for (size_t i = 2; i < n / 8; i++)
+        diff |= w[i] ^ junk;
+    bool intact = diff == 0;
     DPM_ANN_CLOSE(p, n);
     if (!intact)
         dpm_misuse(call, p, "write after free of");
@@ -96,7 +103,7 @@ bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const ch
     /* a manual arena's reset or destroy takes its slabs back wholesale,
      * with whatever the ring holds; no room for the mark: none such in
      * secure mode */
-    if (s->arena->manual || slab_usable(s) < 12)
+    if (s->arena->manual || slab_usable(s) < 16)
         return false;
     small_junk = junk;
     DPM_ANN_OPEN(mark_word(p), 4);
