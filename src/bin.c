@@ -114,7 +114,8 @@ static unsigned slab_take_random(bin_t *bin, span_t *s, void **out, uint8_t *key
     x ^= x >> 7;
     x ^= x << 17;
     bin->pick = x;
-    unsigned nobjs = (unsigned)s->last_index + 1, start = (unsigned)(x % nobjs), i = nobjs;
+    unsigned nobjs = (unsigned)s->last_index + 1, i = nobjs;
+    unsigned start = (unsigned)(((x >> 32) * nobjs) >> 32);   /* in [0, nobjs) without a division */
     /* the last round looks at start's word again, whole: bits before start */
     for (unsigned k = 0; k <= SLAB_BITMAP_WORDS && i == nobjs; k++) {
         unsigned w = (start / 64 + k) % SLAB_BITMAP_WORDS;
