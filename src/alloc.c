@@ -40,6 +40,17 @@ static void *fail_nomem(void)
     return NULL;
 }
 
+/* A large block of a: arena_alloc_large, and in secure mode, when that
+ * fails, again after the quarantines went home (they hold address space
+ * that an RLIMIT_AS or a full map count may need). */
+static void *large_block(arena_t *a, const large_request_t *req)
+{
+    void *p = arena_alloc_large(a, req);
+    if (unlikely(p == NULL) && unlikely(opt.secure) && quarantine_drain("malloc") != 0)
+        p = arena_alloc_large(a, req);
+    return p;
+}
+
 /* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
 
 static __thread uint32_t sample_tick;
@@ -109,7 +120,7 @@ static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
             memset(p, 0, zero_bytes(c, size));
     } else {
         large_request_t req = {.size = size, .align = 1, .zero = zero};
-        if ((p = arena_alloc_large(a, &req)) == NULL)
+        if ((p = large_block(a, &req)) == NULL)
             return NULL;
     }
     DPM_ANN_OPEN(p, size);
@@ -560,7 +571,7 @@ size_t usable_size_impl(const void *p, const char *call)
  * was last asked for (malloc, or realloc in place), and any size from
  * there up to its usable bytes is accepted, as malloc_usable_size allows
  * the program to use them. */
-static bool size_fits_block(const span_t *s, size_t size)
+bool request_could_make(const span_t *s, size_t size)
 {
     if (s->kind == SPAN_LARGE)
         return size >= s->requested && size <= s->usable;
@@ -587,7 +598,7 @@ static void *grown_block(size_t size, size_t align)
     if (p != NULL)
         return p;
     large_request_t req = {.size = size, .align = align, .zero = opt.zero};
-    p = a != NULL ? arena_alloc_large(a, &req) : NULL;
+    p = a != NULL ? large_block(a, &req) : NULL;
     if (p == NULL)
         return fail_nomem();
     DPM_ANN_OPEN(p, size);
@@ -648,7 +659,7 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
     /* secure mode checks sized frees against the class: a block stays in
      * place only while its class is one the new size could have */
     if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM) &&
-        (!opt.secure || size_fits_block(s, size)))
+        (!opt.secure || request_could_make(s, size)))
         return p;
     /* A large block keeps its place while it is at most a quarter bigger
      * than the new size (the class rounding a fresh block would have);
@@ -914,7 +925,7 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     if (a == NULL)
         return fail_nomem();
     large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero || opt.zero};
-    void *p = arena_alloc_large(a, &req);
+    void *p = large_block(a, &req);
     return p != NULL ? p : fail_nomem();
 }
 
@@ -963,7 +974,7 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
         }
     }
     large_request_t req = {.size = size, .align = align, .zero = zero || opt.zero, .type_id = type};
-    void *p = arena_alloc_large(a, &req);
+    void *p = large_block(a, &req);
     DPM_ANN_ALLOC(p, size, zero);
     return p != NULL ? p : fail_nomem();
 }
@@ -1042,11 +1053,11 @@ DPM_EXPORT void dpm_free(void *p)
  * the span free already reads: a slab block's promise is at most its
  * bytes, a large block's between the size it was last asked for and its
  * usable bytes; secure mode asks whether any request could have made
- * the block (size_fits_block). */
+ * the block (request_could_make). */
 static bool promise_holds(const span_t *s, size_t size)
 {
     if (unlikely(opt.secure))
-        return size_fits_block(s, size);
+        return request_could_make(s, size);
     if (s->kind == SPAN_LARGE)
         return size >= s->requested && size <= s->usable;
     return size <= s->objsize;
@@ -1350,12 +1361,14 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
         return realloc_move(p, moving_usable(p, "dpm_realloc_socket"), socket_alloc(size, align, socket, false),
                             size, "dpm_realloc_socket");
     span_t *s = checked_span(p, "dpm_realloc_socket");
+    check_not_cached(p, s, "dpm_realloc_socket", "use after free of");
     arena_t *a = socket_arena(socket);
     if (a == NULL)
         return NULL;
     size_t old = span_usable(s);
     size_t al = align == 0 ? QUANTUM : align;
-    if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0) {
+    if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0 &&
+        (!opt.secure || request_could_make(s, size))) {
         if (s->kind == SPAN_LARGE)
             s->requested = size;   /* what a sized free of it promises now */
         DPM_ANN_REALLOC_BEGIN(p);   /* records the old size, for the resize */

@@ -46,6 +46,10 @@ size_t usable_size_impl(const void *p, const char *call);
  * first min(old, size) bytes of p, whose usable size is old, and p is
  * freed naming call. Returns q. */
 void *realloc_move(void *p, size_t old, void *q, size_t size, const char *call);
+/* Could a request of size bytes (any call, any alignment) have made the
+ * block of span s? Secure mode's sized-free check; in-place reallocs of
+ * secure mode keep a block only where it holds. */
+bool request_could_make(const span_t *s, size_t size);
 /* free with a size promise; secure mode checks it against the block. */
 void free_sized_impl(void *p, size_t size, const char *call);
 /* A block of arena a (NULL: the calling thread's), tagged type (0: none),

@@ -1126,6 +1126,13 @@ static void zero_large(span_t *s, size_t size)
     memset((void *)from, 0, size);
 }
 
+/* Live guarded blocks, at most GUARDED_MAX: each splits its run's
+ * mapping in two more kernel map entries, and vm.max_map_count (65530 by
+ * default) is the whole process's budget (thread stacks, other mmaps, the
+ * quarantined blocks): past it, blocks get no guard. */
+#define GUARDED_MAX 16384
+static size_t guarded_live;
+
 /* Secure mode puts a page without access after each large block, so a
  * write or read past its usable bytes faults: in automatic arenas only
  * (a manual arena's reset hands its pages back wholesale), and not where
@@ -1134,7 +1141,7 @@ static void zero_large(span_t *s, size_t size)
 static bool large_gets_guard(const arena_t *a)
 {
     return unlikely(opt.secure) && !a->manual && !a->ph.options.sourced && !a->ph.options.hugepages &&
-           os_page_size() == PAGE;
+           os_page_size() == PAGE && __atomic_load_n(&guarded_live, __ATOMIC_RELAXED) < GUARDED_MAX;
 }
 
 static uintptr_t guard_page(const span_t *s) { return s->start + ((s->npages - 1) << LG_PAGE); }
@@ -1186,6 +1193,8 @@ void *arena_alloc_large(arena_t *a, const large_request_t *req)
     arena_purge_if_due(a);
     /* the kernel may refuse (map count): then the page is only slack */
     s->guarded = guard && os_protect_none((void *)guard_page(s), PAGE, false);
+    if (s->guarded)
+        __atomic_fetch_add(&guarded_live, 1, __ATOMIC_RELAXED);
     if (req->zero && !zeroed)
         zero_large(s, opt.zero ? usable : req->size);   /* opt.zero: realloc may grow into it */
     return (void *)s->base;
@@ -1243,6 +1252,7 @@ void arena_free_large(span_t *s)
         if (!os_commit((void *)guard_page(s), PAGE))
             return;
         s->guarded = 0;
+        __atomic_fetch_sub(&guarded_live, 1, __ATOMIC_RELAXED);
     }
     arena_t *a = s->arena;
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);   /* mallopt may set it */
@@ -1290,10 +1300,15 @@ bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
     size_t in_page = s->base - s->start;
     size_t usable = arena_large_usable(size, in_page);
     size_t npages = (usable + in_page) >> LG_PAGE;
-    if (unlikely(s->guarded))   /* the guard stays last: the block moves instead */
-        return npages + 1 == s->npages;
+    /* a guarded block's run keeps its guard as its last page: the old
+     * guard gets access back (a page of the block now, or cut off with
+     * the tail), and the run's new last page becomes the guard */
+    bool guarded = s->guarded;
+    npages += guarded;
     if (npages == s->npages)
         return true;
+    if (guarded && !os_commit((void *)guard_page(s), PAGE))
+        return false;
     arena_t *a = s->arena;
     bool ok = true, purge_now = false;
     purge_batch_t batch;
@@ -1309,10 +1324,16 @@ bool arena_resize_large_in_place(span_t *s, size_t size, bool purge_cut)
     }
     if (ok) {
         /* ph_grow/ph_shrink set usable to the end of the run */
+        if (guarded)
+            s->usable -= PAGE;
         large_restat(a, s, class_before, before, s->usable);
         arena_tick(a);
     }
     mutex_unlock_elidable(&a->lock, held);
+    if (guarded && !os_protect_none((void *)guard_page(s), PAGE, false)) {
+        s->guarded = 0;   /* the kernel refused: the block goes on unguarded */
+        __atomic_fetch_sub(&guarded_live, 1, __ATOMIC_RELAXED);
+    }
     if (purge_now)
         purge_taken_runs(a, &batch);
     arena_purge_if_due(a);

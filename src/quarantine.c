@@ -130,8 +130,9 @@ bool quarantine_small_holds(const void *p)
     return false;
 }
 
-void quarantine_drain(const char *call)
+unsigned quarantine_drain(const char *call)
 {
+    unsigned n = 0;
     for (unsigned i = 0; i < QUARANTINE_SMALL_SLOTS; i++) {
         void *p = __atomic_exchange_n(&small_ring[i], NULL, __ATOMIC_ACQ_REL);
         if (p != NULL)
@@ -140,6 +141,7 @@ void quarantine_drain(const char *call)
     for (unsigned i = 0; i < QUARANTINE_SLOTS; i++) {
         span_t *s = __atomic_exchange_n(&ring[i], NULL, __ATOMIC_ACQ_REL);
         if (s != NULL)
-            release(s);
+            release(s), n++;
     }
+    return n;
 }

@@ -44,7 +44,9 @@ unsigned quarantine_large_count(void);
 bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call);
 /* Whether p waits in the ring (its mark read, then a look at every slot). */
 bool quarantine_small_holds(const void *p);
-/* Verifies and sends home every block of both rings (malloc_trim). */
-void quarantine_drain(const char *call);
+/* Verifies and sends home every block of both rings (malloc_trim, and
+ * a large allocation that failed); returns how many large blocks went
+ * (the address space a retry may use). */
+unsigned quarantine_drain(const char *call);
 
 #endif

@@ -24,6 +24,7 @@
 #include "stats.h"
 #include "types.h"
 #include "canary.h"
+#include "quarantine.h"
 
 #include <dpmalloc.h>
 #include <dpmalloc/rte_compat.h>
@@ -281,6 +282,8 @@ static const span_t *live_block(const void *p)
         return NULL;   /* freed into a thread cache */
     if (s->kind == SPAN_SLAB && s->type_ids != NULL && typed_block_stashed(p, s))
         return NULL;   /* freed into a stash of typed blocks */
+    if (opt.secure && s->kind == SPAN_SLAB && quarantine_small_holds(p))
+        return NULL;   /* freed into secure mode's quarantine */
     return s;
 }
 
@@ -314,6 +317,8 @@ static bool keeps_place(const span_t *s, const void *p, size_t size, size_t alig
     size_t usable = block_usable(s);
     if (((uintptr_t)p & (align - 1)) != 0 || size > usable)
         return false;
+    if (opt.secure && !request_could_make(s, size))
+        return false;   /* a sized free of the new size must pass the check */
     return s->kind == SPAN_SLAB ? size > usable / 2 : usable - size <= size / 4;
 }
 

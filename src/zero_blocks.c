@@ -44,8 +44,8 @@ bool zero_blocks_init(void)
 void *zero_block_alloc(size_t align)
 {
     uintptr_t base = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
-    if (base == 0 || align > os_page_size())
-        return NULL;
+    if (base == 0 || align > os_page_size() || __atomic_load_n(&nlive, __ATOMIC_RELAXED) >= ZERO_NSLOTS)
+        return NULL;   /* full: no scan of the bitmap per call */
     size_t step = align > ZERO_SLOT ? align / ZERO_SLOT : 1;
     /* at most one look at every candidate slot: a full region gives NULL */
     for (size_t tries = ZERO_NSLOTS / step; tries > 0; tries--) {

@@ -22,6 +22,8 @@
  * (DPMALLOC_CONF=hugepages:true, argument "hugepages").
  */
 #include <dpmalloc.h>
+#include <dpmalloc/rte_compat.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -349,6 +351,16 @@ static void overflow_large_by_one(void)
     fprintf(stderr, "wrote past the block\n");
 }
 
+static void overflow_grown_large(void)
+{
+    char *p = dpm_malloc(LARGE);
+    for (size_t n = LARGE + 4096; n <= 2 * LARGE; n += 4096)
+        p = dpm_realloc(p, n);
+    volatile char *end = p + dpm_usable_size(p);
+    end[0] = 1;
+    fprintf(stderr, "wrote past a grown block\n");
+}
+
 static void read_after_free_large(void)
 {
     volatile char *p = dpm_malloc(LARGE);
@@ -420,6 +432,77 @@ static void test_large_guards(void)
     expect_abort(usable_size_of_quarantined_large, "use after free of");
 }
 
+/* ---- review r32: address space, map entries, growth in place ---- */
+
+/* A loop of big blocks, one live at a time, under an address-space limit
+ * the quarantine would exhaust: a failed allocation empties it. */
+static void big_blocks_under_rlimit_as(void)
+{
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL || fscanf(f, "%ld", &pages) != 1)
+        _exit(3);
+    fclose(f);
+    size_t vm = (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+    struct rlimit rl = {vm + (512u << 20), vm + (512u << 20)};
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        _exit(3);
+    for (int i = 0; i < 40; i++) {
+        char *p = dpm_malloc((size_t)24 << 20);
+        if (p == NULL) {
+            fprintf(stderr, "NULL at pass %d\n", i);
+            _exit(1);
+        }
+        memset(p, i, (size_t)24 << 20);
+        dpm_free(p);
+    }
+    fprintf(stderr, "all passes\n");
+}
+
+static size_t map_entries(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    size_t n = 0;
+    for (int c; f != NULL && (c = fgetc(f)) != EOF;)
+        n += c == '\n';
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+static void test_address_space(void)
+{
+    char err[512];
+    int status = run_child(big_blocks_under_rlimit_as, err, sizeof(err));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(err, "all passes") != NULL,
+          "a loop of 24 MiB blocks under RLIMIT_AS failed: status %d, stderr: %s", status, err);
+
+    /* guard pages stop at a budget of map entries (16384 blocks) */
+    enum { N = 20000 };
+    static void *big[N];
+    size_t before = map_entries();
+    for (int i = 0; i < N; i++)
+        big[i] = dpm_malloc(20000);
+    size_t during = map_entries();
+    CHECK(during < before + 2 * 16384 + 1000, "%zu map entries with %d guarded blocks (%zu before)", during, N,
+          before);
+    for (int i = 0; i < N; i++)
+        dpm_free(big[i]);
+
+    /* a chain of growth grows in place, its guard moving along */
+    char *p = dpm_malloc((size_t)1 << 20);
+    int moved = 0;
+    for (size_t n = ((size_t)1 << 20) + 4096; n <= ((size_t)4 << 20); n += 4096) {
+        char *q = dpm_realloc(p, n);
+        CHECK(q != NULL, "realloc to %zu", n);
+        moved += q != p;
+        p = q;
+    }
+    CHECK(moved < 64, "a chain of 768 growths by 4 KiB moved %d times", moved);
+    dpm_free(p);
+    expect_segv(overflow_grown_large);
+}
+
 static void test_secure(void)
 {
     bool secure = false;
@@ -443,6 +526,11 @@ static void test_secure(void)
     test_small_quarantine();
     test_random_slots();
     test_large_guards();
+    test_address_space();
+    /* rte_malloc_validate: a block in the quarantine is no live block */
+    void *r = dpm_rte_malloc(NULL, 64, 0);
+    dpm_free(r);
+    CHECK(dpm_rte_malloc_validate(r, NULL) != 0, "a quarantined block validates");
 }
 
 static void allocate_some(void)
