@@ -12,6 +12,7 @@
 #include "typed_cache.h"
 #include "numa.h"
 #include "canary.h"
+#include "guarded.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -49,6 +50,15 @@ static void *large_block(arena_t *a, const large_request_t *req)
     if (unlikely(p == NULL) && unlikely(opt.secure) && quarantine_drain("malloc") != 0)
         p = arena_alloc_large(a, req);
     return p;
+}
+
+/* With guard_sample: the sampled allocation of this slow path (weight:
+ * the blocks it hands out or refills) from a guarded slot, or NULL. */
+static void *maybe_guarded(size_t size, unsigned weight)
+{
+    if (likely(!guarded_due(weight)) || size == 0)
+        return NULL;
+    return guarded_alloc(size);
 }
 
 /* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
@@ -173,16 +183,21 @@ static void *alloc_slow_body(size_t size)
 {
     unsigned c = request_class(size);
     tcache_t *tc = tcache_mine();
+    void *sampled;
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table)
-        return cpu_class_miss(c, size);
+        return (sampled = maybe_guarded(size, cpu_cache_fill_count(c))) != NULL ? sampled : cpu_class_miss(c, size);
     /* (a thread without a cache of its own reads none of tcache_empty's
      * 14 KiB: a page of it first touched inside a reserve would fault) */
     if (c < TC_MAX_CLASSES && tc != &tcache_empty && tc->bins[c].ncached_max != 0) {
+        if ((sampled = maybe_guarded(size, tc->bins[c].ncached_max / 2 + 1)) != NULL)
+            return sampled;
         counter_add(&tc->bins[c].nrequests, 1);
         tcache_event(tc);
         void *p = tcache_alloc_miss(tc, c);
         return p != NULL ? p : fail_nomem();
     }
+    if ((sampled = maybe_guarded(size, 1)) != NULL)
+        return sampled;
     if (c >= NSMALL && tls_state == THREAD_CACHED) {
         void *p = large_cache_take(thread_arena(), size, c);
         if (p != NULL)
@@ -368,6 +383,12 @@ void free_slow(void *p, span_t *span, const char *call)
         zero_block_free(p, call);
         return;
     }
+    if (unlikely(span == NULL) && guarded_in_pool(p)) {
+        int *err = &errno, saved = *err;
+        guarded_free(p, call);
+        *err = saved;
+        return;
+    }
     int *err = &errno, saved = *err;
     if (span != NULL && span->kind == SPAN_LARGE && likely(!opt.stats_cycles)) {
         free_large(p, span, call);
@@ -483,7 +504,8 @@ void *alloc_front_miss(size_t size)
     /* the thread's own stashes are trimmed by its events */
     if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         tcache_event(tcache_mine());
-    return cpu_class_miss(c, size);
+    void *sampled = maybe_guarded(size, cpu_cache_fill_count(c));
+    return sampled != NULL ? sampled : cpu_class_miss(c, size);
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
@@ -545,6 +567,8 @@ size_t usable_size_impl(const void *p, const char *call)
         zero_block_check_live(p, call);
         return 0;
     }
+    if (guarded_in_pool(p))
+        return guarded_live_size(p, call);
     span_t *s = span_of(p);
     /* a freed block, in its slab or a large block in a CPU's large cache,
      * in this call's words (checked_span's are a free's) */
@@ -624,8 +648,8 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
     DPM_ANN_ALLOC(q, size, false);
     DPM_ANN_COPY_FROM(p, old_usable);
     memcpy(q, p, old_usable < size ? old_usable : size);
-    span_t *qs = span_of(q);
-    if (size > old_usable && qs->kind == SPAN_LARGE)
+    span_t *qs = span_of(q);   /* NULL for a block of guard_sample */
+    if (size > old_usable && qs != NULL && qs->kind == SPAN_LARGE)
         qs->grew = 1;
     /* A large block left behind by a growing block goes home, not into
      * a large cache: it proved too small, and the next request
@@ -717,6 +741,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
     span_t *s = likely(thread_leaf_covers(a)) ? radix_entry_span(thread_leaf_entry(a)) : span_of(p);
     if (unlikely(s == NULL) && zero_block_in_region(p))
         return realloc_zero_block(p, size, align, call);
+    if (unlikely(s == NULL) && guarded_in_pool(p))
+        return realloc_move(p, guarded_live_size(p, call), aligned_at_impl(size, align, 0, false), size, call);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
         size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != NULL) {
         size_t old = s->usable;
@@ -1073,6 +1099,14 @@ void free_sized_miss(void *p, size_t size, const char *call)
         zero_block_free(p, call);
         return;
     }
+    if (guarded_in_pool(p)) {
+        if (size > guarded_live_size(p, call))
+            dpm_misuse(call, p, "size does not match the block at");
+        int *err = &errno, saved = *err;
+        guarded_free(p, call);
+        *err = saved;
+        return;
+    }
     int *err = &errno, saved = *err;   /* as in free_slow */
     span_t *s = checked_span(p, call);
     check_not_cached(p, s, call, "double free of");
@@ -1189,6 +1223,8 @@ static size_t moving_usable(void *p, const char *call)
         zero_block_check_live(p, call);
         return 0;
     }
+    if (guarded_in_pool(p))
+        return guarded_live_size(p, call);
     return span_usable(checked_span(p, call));
 }
 
@@ -1357,11 +1393,13 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
         free_fast(p, "dpm_realloc_socket");
         return NULL;
     }
-    if (zero_block_in_region(p))
+    if (zero_block_in_region(p) || guarded_in_pool(p))
         return realloc_move(p, moving_usable(p, "dpm_realloc_socket"), socket_alloc(size, align, socket, false),
                             size, "dpm_realloc_socket");
     span_t *s = checked_span(p, "dpm_realloc_socket");
+    DPM_ANN_KEY_PEEK(p);   /* a live block's key bytes may be undefined */
     check_not_cached(p, s, "dpm_realloc_socket", "use after free of");
+    DPM_ANN_KEY_UNPEEK(p);
     arena_t *a = socket_arena(socket);
     if (a == NULL)
         return NULL;

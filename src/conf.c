@@ -41,6 +41,7 @@ const opt_desc_t opt_table[] = {
     {"junk", OPT_BOOL, &opt.junk, 0, 1},
     {"zero", OPT_BOOL, &opt.zero, 0, 1},
     {"secure", OPT_BOOL, &opt.secure, 0, 1},
+    {"guard_sample", OPT_SIZE, &opt.guard_sample, 0, (int64_t)1 << 40},
     {"hugepages", OPT_BOOL, &opt.hugepages, 0, 1},
     {"thp", OPT_STRING, thp_text, 0, sizeof(thp_text)},
     {"numa", OPT_BOOL, &opt.numa, 0, 1},

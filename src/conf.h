@@ -20,6 +20,7 @@ typedef struct dpm_opts {
     bool junk;
     bool zero;
     bool secure;                      /* hardened: no caching, every check at once */
+    size_t guard_sample;              /* about 1 allocation in this many from a guarded slot (0: off) */
     bool stats_cycles;                /* sample cycles of slow-path calls */
     bool tcache;
     unsigned narenas;                 /* 0: 4 per CPU; at most OPT_NARENAS_MAX */

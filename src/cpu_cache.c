@@ -485,6 +485,8 @@ static void *alloc_miss(bin_t *bin, unsigned k)
     return handout(first);
 }
 
+unsigned cpu_cache_fill_count(unsigned c) { return class_cap[c] / 2 + 1; }
+
 void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
 {
     return alloc_miss(a != NULL ? &a->bins[class_of_kind(k)] : NULL, k);

@@ -206,6 +206,10 @@ DPM_INLINE void *cpu_slot_block(const void *slot) { return (void *)((uintptr_t)s
 
 /* ---- the slow halves (cpu_cache.c) -------------------------------------- */
 
+/* Blocks a miss of class c asks a refill for (half its bin, plus the
+ * one handed out): what a sampler counts one slow path as. */
+unsigned cpu_cache_fill_count(unsigned c);
+
 /* At init: whether CPU caches can run here (rseq_init) and are wanted. */
 bool cpu_caches_init(void);
 /* The bin of tcache_class k (a cached class c < g.tcache_nclasses of the

@@ -12,6 +12,7 @@
 #include "global.h"
 #include "numa.h"
 #include "stats.h"
+#include "guarded.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -173,8 +174,9 @@ static int h_arenas_lookup(const ctl_call_t *c, const void *arg)
     if (write_in(c, &ptr, sizeof(ptr)) != 1)
         return EINVAL;
     span_t *s = span_of(ptr);
-    /* secure mode's zero-size blocks hold no arena's pages: arena 0's */
-    bool zero = s == NULL && zero_block_in_region(ptr);
+    /* secure mode's zero-size blocks and guard_sample's blocks hold no
+     * arena's pages: arena 0's */
+    bool zero = s == NULL && (zero_block_in_region(ptr) || guarded_in_pool(ptr));
     if (!zero && (s == NULL || s->kind == SPAN_FREE))
         return EINVAL;
     unsigned index = zero ? 0 : s->arena->index;
@@ -564,6 +566,8 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.cpu_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, cpu_cache_bytes, F_SIZE)},
     {"stats.transfer_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, transfer_bytes, F_SIZE)},
     {"stats.large_cache_bytes", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, large_cache_bytes, F_SIZE)},
+    {"stats.guarded.total", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, guarded_total, F_SIZE)},
+    {"stats.guarded.live", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, guarded_live, F_SIZE)},
     {"stats.front_end", "const char *", "r-", h_front_end, NULL},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),

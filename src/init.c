@@ -23,6 +23,7 @@
 #include "cpu_cache.h"
 #include "large_cache.h"
 #include "typed_cache.h"
+#include "guarded.h"
 #include "zero_blocks.h"
 
 #include <sys/auxv.h>
@@ -192,6 +193,8 @@ static bool init_locked(void)
         g.slot_canary = canary_secret();
         (void)zero_blocks_init();   /* without address space, size 0 gets ordinary blocks */
     }
+    if (opt.guard_sample != 0)
+        (void)guarded_init(opt.guard_sample);   /* without address space nothing is sampled */
     tcache_fill_lookup();
     tcache_init_bin_tags();
     tcache_set_small_slots_lazy(cpu_caches_init());

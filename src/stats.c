@@ -12,6 +12,7 @@
 #include "large_cache.h"
 #include "transfer.h"
 #include "typed_cache.h"
+#include "guarded.h"
 
 #include <dpmalloc.h>
 #include <stdarg.h>
@@ -312,6 +313,8 @@ static uint64_t refresh_locked(void)
     snap.cpu_cache_bytes = cpu_caches_bytes();
     snap.transfer_bytes = transfer_bytes();
     snap.large_cache_bytes = large_caches_bytes();
+    snap.guarded_total = guarded_count_total();
+    snap.guarded_live = guarded_count_live();
     sum_totals();
     snap_taken = true;
     return ++snap.epoch;

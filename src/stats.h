@@ -67,6 +67,7 @@ typedef struct stats_snap {
     uint64_t epoch;
     size_t allocated, active, resident, mapped, retained, metadata, tcache_bytes, reserved;
     size_t cpu_cache_bytes, transfer_bytes, large_cache_bytes;   /* parts of tcache_bytes */
+    size_t guarded_total, guarded_live;   /* guard_sample's blocks: sampled so far, live now */
     unsigned narenas;
     arena_snap_t *arenas;           /* narenas entries */
 } stats_snap_t;

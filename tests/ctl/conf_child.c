@@ -43,6 +43,7 @@ static const ctl_node_t opt_nodes[] = {
     {"opt.junk", "bool"},
     {"opt.zero", "bool"},
     {"opt.secure", "bool"},
+    {"opt.guard_sample", "size_t"},
     {"opt.hugepages", "bool"},
     {"opt.thp", "const char *"},
     {"opt.numa", "bool"},

@@ -316,8 +316,13 @@ static void test_random_slots(void)
     enum { N = 64 };
     char *p[N];
     int in_order = 0;
+    /* a fresh arena: fresh slabs (a slab whose free slots form one run
+     * at its end would give them in order whatever the start) */
+    unsigned arena = 0;
+    size_t len = sizeof arena;
+    CHECK(dpm_ctl("arenas.create", &arena, &len, NULL, 0) == 0, "arenas.create");
     for (int i = 0; i < N; i++) {
-        p[i] = dpm_malloc(100);
+        p[i] = dpm_malloc_arena(arena, 100, 0);
         if (i > 0 && p[i] == p[i - 1] + dpm_usable_size(p[i - 1]) + 8)
             in_order++;
     }
