@@ -52,15 +52,6 @@ static void *large_block(arena_t *a, const large_request_t *req)
     return p;
 }
 
-/* With guard_sample: the sampled allocation of this slow path (weight:
- * the blocks it hands out or refills) from a guarded slot, or NULL. */
-static void *maybe_guarded(size_t size, unsigned weight)
-{
-    if (likely(!guarded_due(weight)) || size == 0)
-        return NULL;
-    return guarded_alloc(size);
-}
-
 /* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
 
 static __thread uint32_t sample_tick;
@@ -116,6 +107,22 @@ static size_t slot_bytes(size_t size)
 /* The class a request of size bytes takes (with an alignment). */
 static unsigned request_class(size_t size) { return sc_of_size(slot_bytes(size)); }
 static unsigned request_class_aligned(size_t size, size_t align) { return sc_of_size_aligned(slot_bytes(size), align); }
+
+/* With guard_sample: the sampled allocation of this slow path (weight:
+ * the blocks it hands out or refills) from a guarded slot, or NULL. */
+static void *maybe_guarded(size_t size, unsigned weight)
+{
+    if (likely(!guarded_due(weight)) || size == 0 || size > SMALL_MAX)
+        return NULL;
+    /* blocks of the automatic arenas only: a thread bound to a manual
+     * arena allocates only from it (its page source's memory, its reset) */
+    arena_t *a = thread_arena();
+    if (a == NULL || a->manual)
+        return NULL;
+    /* its usable bytes are its class's, as dpm_good_size promises */
+    unsigned c = request_class(size);
+    return c < NSMALL ? guarded_alloc(sc_size(c) - canary_bytes()) : NULL;
+}
 
 static void *alloc_uncached(arena_t *a, unsigned c, size_t size, bool zero)
 {

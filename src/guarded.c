@@ -15,6 +15,7 @@
 #include "util.h"
 
 #include <execinfo.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ static size_t interval;         /* guard_sample */
 static size_t cursor;
 static size_t total, live;
 static __thread int64_t countdown;
+static __thread bool started;
+static uint64_t gaps;           /* gaps drawn: varies the next */
 static __thread bool inside;    /* a sample in progress on this thread (backtrace may allocate) */
 static struct sigaction previous_segv, previous_bus;
 
@@ -81,7 +84,8 @@ static void on_fault(int sig, siginfo_t *info, void *ctx)
 {
     uintptr_t addr = (uintptr_t)info->si_addr;
     size_t npages = 2 * GUARDED_SLOTS + 1;
-    if (pool != 0 && addr - pool < npages * page) {
+    /* si_code > 0: the kernel's own fault (a sent signal has none) */
+    if (info->si_code > 0 && pool != 0 && addr - pool < npages * page) {
         size_t pg = (addr - pool) / page;
         if (pg % 2 == 1) {   /* a slot's page: its block was freed (or never there) */
             report("use after free", addr, &slots[pg / 2]);
@@ -96,17 +100,36 @@ static void on_fault(int sig, siginfo_t *info, void *ctx)
         signal(SIGABRT, SIG_DFL);
         abort();
     }
-    /* not ours: the previous handler, or the default action on return */
+    /* not ours: the previous disposition, as if dpmalloc had none */
     struct sigaction *prev = sig == SIGSEGV ? &previous_segv : &previous_bus;
-    if ((prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction != NULL) {
-        prev->sa_sigaction(sig, info, ctx);
+    struct sigaction run = *prev;
+    bool handler = (run.sa_flags & SA_SIGINFO) ? run.sa_sigaction != NULL
+                                               : run.sa_handler != SIG_DFL && run.sa_handler != SIG_IGN;
+    if (!handler || (run.sa_flags & SA_RESETHAND)) {
+        /* the default from now on (a one-shot handler runs this once) */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+        prev->sa_flags &= ~SA_SIGINFO;
+        prev->sa_handler = SIG_DFL;
+    }
+    if (handler) {
+        sigset_t old;
+        pthread_sigmask(SIG_BLOCK, &run.sa_mask, &old);
+        if (run.sa_flags & SA_SIGINFO)
+            run.sa_sigaction(sig, info, ctx);
+        else
+            run.sa_handler(sig);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         return;
     }
-    if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN && prev->sa_handler != NULL) {
-        prev->sa_handler(sig);
-        return;
-    }
-    signal(sig, SIG_DFL);   /* the faulting access runs again and ends the process */
+    if (run.sa_handler == SIG_IGN && info->si_code <= 0)
+        return;   /* a sent signal the program ignores */
+    if (info->si_code <= 0)
+        raise(sig);   /* a sent signal: delivered again, to the default action */
+    /* a fault: the access runs again and meets the default action */
 }
 
 /* ---- the pool -------------------------------------------------------------- */
@@ -140,25 +163,35 @@ bool guarded_init(size_t sample_interval)
     return true;
 }
 
+/* About interval, not a fixed stride: a program's periodic pattern
+ * never hides from the sampler. */
+static int64_t next_gap(void)
+{
+    uint64_t x = ((uint64_t)(uintptr_t)&countdown ^ __atomic_add_fetch(&gaps, 1, __ATOMIC_RELAXED)) *
+                 0x9e3779b97f4a7c15u;
+    x ^= x >> 29;
+    return (int64_t)(interval / 2 + x % (interval + 1));
+}
+
 bool guarded_due(unsigned weight)
 {
     if (likely(__atomic_load_n(&pool, __ATOMIC_ACQUIRE) == 0) || inside)
         return false;
+    if (unlikely(!started)) {   /* a thread's first count starts anywhere in [interval/2, 1.5 interval] */
+        started = true;
+        countdown = next_gap();
+    }
     countdown -= weight;
     if (countdown > 0)
         return false;
-    /* the next one after about interval more, not a fixed stride: a
-     * program's periodic pattern never hides from the sampler */
-    uint64_t x = (uint64_t)(uintptr_t)&countdown ^ (uint64_t)__atomic_add_fetch(&total, 0, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15u;
-    x ^= x >> 29;
-    countdown = (int64_t)(interval / 2 + x % (interval + 1));
+    countdown = next_gap();
     return true;
 }
 
 void *guarded_alloc(size_t size)
 {
     if (size == 0 || size > page)
-        return NULL;
+        return NULL;   /* size: the block's usable bytes (its class's, dpm_good_size) */
     for (size_t tries = 0; tries < GUARDED_SLOTS; tries++) {
         size_t i = __atomic_fetch_add(&cursor, 1, __ATOMIC_RELAXED) % GUARDED_SLOTS;
         slot_t *s = &slots[i];

@@ -24,6 +24,7 @@
 #include "stats.h"
 #include "types.h"
 #include "canary.h"
+#include "guarded.h"
 #include "quarantine.h"
 
 #include <dpmalloc.h>
@@ -298,6 +299,12 @@ static uint16_t block_type(const span_t *s, const void *p)
 
 DPM_EXPORT int dpm_rte_malloc_validate(const void *ptr, size_t *size)
 {
+    if (guarded_in_pool(ptr)) {   /* a block of guard_sample (malloc's) */
+        size_t n = guarded_live_size(ptr, "dpm_rte_malloc_validate");
+        if (size != NULL)
+            *size = n;
+        return 0;
+    }
     const span_t *s = live_block(ptr);
     if (s == NULL) {
         if (foreign_block(ptr))
@@ -343,6 +350,10 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
     size_t al;
     if (!args_ok(size, align, &al))
         return NULL;
+    if (guarded_in_pool(ptr)) {   /* a block of guard_sample (malloc's): moves to the heap asked for */
+        size_t old = guarded_live_size(ptr, "dpm_rte_realloc");
+        return realloc_move(ptr, old, dpm_rte_malloc_socket(NULL, size, align, socket), size, "dpm_rte_realloc");
+    }
     const span_t *s = live_block(ptr);
     if (s == NULL)
         dpm_misuse("dpm_rte_realloc", ptr, "invalid pointer or freed block");
