@@ -270,7 +270,6 @@ DPM_INLINE span_t *checked_span_of(const void *p, span_t *s, const char *call)
 DPM_INLINE span_t *checked_span_inline(const void *p, const char *call) { return checked_span_of(p, span_of(p), call); }
 static span_t *checked_span(const void *p, const char *call) { return checked_span_inline(p, call); }
 
-static size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? slab_usable(s) : s->usable; }
 
 /* Secure mode: a slab block whose canary (canary.h) is no longer what
  * the slab wrote aborts naming call. */
@@ -375,6 +374,36 @@ static void free_large(void *p, span_t *s, const char *call)
     free_home(p, s, call);
 }
 
+/* Blocks the page map does not know: secure mode's zero-size blocks
+ * (zero_blocks.h) and guard_sample's (guarded.h). Every entry path that
+ * finds no span asks here before it calls the pointer invalid. */
+static bool off_map_block(const void *p) { return zero_block_in_region(p) || guarded_in_pool(p); }
+
+/* The usable bytes of the off-map block p; aborts naming call unless it
+ * is live. */
+static size_t off_map_usable(const void *p, const char *call)
+{
+    if (zero_block_in_region(p)) {
+        zero_block_check_live(p, call);
+        return 0;
+    }
+    return guarded_live_size(p, call);
+}
+
+/* Frees the off-map block p; promise: a sized free's size (SIZE_MAX: an
+ * unsized free), at most its usable bytes. Keeps errno, as free does. */
+static void off_map_free(void *p, size_t promise, const char *call)
+{
+    if (promise != SIZE_MAX && promise > off_map_usable(p, call))
+        dpm_misuse(call, p, "size does not match the block at");
+    int *err = &errno, saved = *err;
+    if (zero_block_in_region(p))
+        zero_block_free(p, call);
+    else
+        guarded_free(p, call);
+    *err = saved;
+}
+
 /* free keeps errno (POSIX.1-2024): the slow paths below may make system
  * calls that fail, such as a munmap that the kernel refuses at
  * vm.max_map_count, or sleep in a futex (EAGAIN, EINTR); free_fast makes
@@ -386,14 +415,8 @@ void free_slow(void *p, span_t *span, const char *call)
 {
     if (p == NULL)
         return;
-    if (unlikely(span == NULL) && zero_block_in_region(p)) {
-        zero_block_free(p, call);
-        return;
-    }
-    if (unlikely(span == NULL) && guarded_in_pool(p)) {
-        int *err = &errno, saved = *err;
-        guarded_free(p, call);
-        *err = saved;
+    if (unlikely(span == NULL) && off_map_block(p)) {
+        off_map_free(p, SIZE_MAX, call);
         return;
     }
     int *err = &errno, saved = *err;
@@ -570,12 +593,8 @@ size_t usable_size_impl(const void *p, const char *call)
 {
     if (p == NULL)
         return 0;
-    if (zero_block_in_region(p)) {
-        zero_block_check_live(p, call);
-        return 0;
-    }
-    if (guarded_in_pool(p))
-        return guarded_live_size(p, call);
+    if (off_map_block(p))
+        return off_map_usable(p, call);
     span_t *s = span_of(p);
     /* a freed block, in its slab or a large block in a CPU's large cache,
      * in this call's words (checked_span's are a free's) */
@@ -719,17 +738,6 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
     return move_block(p, s, old, size, align, call);
 }
 
-/* realloc of secure mode's zero-size block p: a new block, and p freed
- * once the new one exists (nothing to copy). */
-static __attribute__((noinline)) void *realloc_zero_block(void *p, size_t size, size_t align, const char *call)
-{
-    zero_block_check_live(p, call);
-    void *q = aligned_at_impl(size, align, 0, false);
-    if (q != NULL)
-        zero_block_free(p, call);
-    return q;
-}
-
 /* realloc of p to size bytes (not 0) at alignment align. The step of a
  * chain of growth, a live large block growing into the slack a CPU's
  * large cache keeps for it (large_cache.h), is taken before the
@@ -746,10 +754,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
     /* the page map through the thread's leaf when it covers p */
     uintptr_t a = (uintptr_t)p;
     span_t *s = likely(thread_leaf_covers(a)) ? radix_entry_span(thread_leaf_entry(a)) : span_of(p);
-    if (unlikely(s == NULL) && zero_block_in_region(p))
-        return realloc_zero_block(p, size, align, call);
-    if (unlikely(s == NULL) && guarded_in_pool(p))
-        return realloc_move(p, guarded_live_size(p, call), aligned_at_impl(size, align, 0, false), size, call);
+    if (unlikely(s == NULL) && off_map_block(p))
+        return realloc_move(p, off_map_usable(p, call), aligned_at_impl(size, align, 0, false), size, call);
     if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && ((uintptr_t)p & (align - 1)) == 0 &&
         size > s->usable && __atomic_load_n(&s->slack_in, __ATOMIC_RELAXED) != NULL) {
         size_t old = s->usable;
@@ -1100,18 +1106,8 @@ void free_sized_miss(void *p, size_t size, const char *call)
 {
     if (p == NULL)
         return;
-    if (zero_block_in_region(p)) {
-        if (size != 0)
-            dpm_misuse(call, p, "size does not match the block at");
-        zero_block_free(p, call);
-        return;
-    }
-    if (guarded_in_pool(p)) {
-        if (size > guarded_live_size(p, call))
-            dpm_misuse(call, p, "size does not match the block at");
-        int *err = &errno, saved = *err;
-        guarded_free(p, call);
-        *err = saved;
+    if (off_map_block(p)) {
+        off_map_free(p, size, call);
         return;
     }
     int *err = &errno, saved = *err;   /* as in free_slow */
@@ -1226,12 +1222,8 @@ DPM_EXPORT void *dpm_calloc_typed(const char *type, size_t n, size_t size, size_
  * live block. */
 static size_t moving_usable(void *p, const char *call)
 {
-    if (zero_block_in_region(p)) {
-        zero_block_check_live(p, call);
-        return 0;
-    }
-    if (guarded_in_pool(p))
-        return guarded_live_size(p, call);
+    if (off_map_block(p))
+        return off_map_usable(p, call);
     return span_usable(checked_span(p, call));
 }
 
@@ -1400,7 +1392,7 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
         free_fast(p, "dpm_realloc_socket");
         return NULL;
     }
-    if (zero_block_in_region(p) || guarded_in_pool(p))
+    if (off_map_block(p))
         return realloc_move(p, moving_usable(p, "dpm_realloc_socket"), socket_alloc(size, align, socket, false),
                             size, "dpm_realloc_socket");
     span_t *s = checked_span(p, "dpm_realloc_socket");

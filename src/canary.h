@@ -24,6 +24,9 @@ DPM_INLINE size_t canary_bytes(void) { return unlikely(opt.secure) ? CANARY_BYTE
 /* A slab block's bytes for the program. */
 DPM_INLINE size_t slab_usable(const span_t *s) { return s->objsize - canary_bytes(); }
 
+/* A live block's bytes for the program: a slab's or a large block's. */
+DPM_INLINE size_t span_usable(const span_t *s) { return s->kind == SPAN_SLAB ? slab_usable(s) : s->usable; }
+
 DPM_INLINE uint64_t *canary_word(const span_t *s, const void *p)
 {
     return (uint64_t *)((char *)p + s->objsize - CANARY_BYTES);

@@ -288,7 +288,6 @@ static const span_t *live_block(const void *p)
     return s;
 }
 
-static size_t block_usable(const span_t *s) { return s->kind == SPAN_SLAB ? slab_usable(s) : s->usable; }
 
 static uint16_t block_type(const span_t *s, const void *p)
 {
@@ -312,7 +311,7 @@ DPM_EXPORT int dpm_rte_malloc_validate(const void *ptr, size_t *size)
         return fail_int(EINVAL);
     }
     if (size != NULL)
-        *size = block_usable(s);
+        *size = span_usable(s);
     return 0;
 }
 
@@ -321,7 +320,7 @@ DPM_EXPORT int dpm_rte_malloc_validate(const void *ptr, size_t *size)
  * (page runs), as dpm_realloc keeps blocks. */
 static bool keeps_place(const span_t *s, const void *p, size_t size, size_t align)
 {
-    size_t usable = block_usable(s);
+    size_t usable = span_usable(s);
     if (((uintptr_t)p & (align - 1)) != 0 || size > usable)
         return false;
     if (opt.secure && !request_could_make(s, size))
@@ -378,7 +377,7 @@ DPM_EXPORT void *dpm_rte_realloc_socket(void *ptr, size_t size, unsigned int ali
      * which grows page runs in place. */
     if (h.arena == NULL && type == 0 && heap_has_arena(&h, s->arena))
         return dpm_realloc_aligned(ptr, size, al);
-    return realloc_move(ptr, block_usable(s), heap_alloc(&h, type, size, al, false), size, "dpm_rte_realloc");
+    return realloc_move(ptr, span_usable(s), heap_alloc(&h, type, size, al, false), size, "dpm_rte_realloc");
 }
 
 DPM_EXPORT void *dpm_rte_realloc(void *ptr, size_t size, unsigned int align)
