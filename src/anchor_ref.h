@@ -1,0 +1,21 @@
+/*
+ * anchor_ref.h - what a room needs to be pointed at by the anchor of
+ * dpmalloc-stat (anchor.h) without including it: anchor.h sits above
+ * every room it points at.
+ * Owns: nothing. Includes nothing of the allocator.
+ */
+#ifndef DPM_ANCHOR_REF_H
+#define DPM_ANCHOR_REF_H
+
+#include <stdint.h>
+
+/* An array of records of which the tool reads one field each. */
+typedef struct anchor_array {
+    const void *base;
+    uint32_t stride, field, count;
+} anchor_array_t;
+
+struct dpm_anchor;
+extern const struct dpm_anchor dpmalloc_stat_anchor;
+
+#endif
