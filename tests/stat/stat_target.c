@@ -1,0 +1,208 @@
+/*
+ * stat_target.c - a process for dpmalloc-stat to read (tests/stat/
+ * run_stat_test.py). It lets any process of its user read it (Yama
+ * ptrace_scope 1), allocates a known pattern, writes what dpm_ctl says of
+ * itself to a file, prints "ready" and waits until its stdin closes.
+ *
+ *   stat_target pattern FILE   4 threads x 250 blocks of 100 bytes, 10
+ *                              blocks of 1 MiB (the threads stay alive)
+ *   stat_target rate FILE      then 2000 blocks of 256 bytes a second,
+ *                              held, until stdin closes
+ *   stat_target churn FILE     then 2 threads allocate and free random
+ *                              sizes without pause until stdin closes
+ *
+ * Built linked with dpmalloc_static and as a plain program run with
+ * LD_PRELOAD (TEST_PRELOAD: dpm_ctl is looked up at run time).
+ */
+#include <dpmalloc.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PR_SET_PTRACER
+#define PR_SET_PTRACER 0x59616d61
+#endif
+#ifndef PR_SET_PTRACER_ANY
+#define PR_SET_PTRACER_ANY ((unsigned long)-1)
+#endif
+
+static int (*ctl)(const char *, void *, size_t *, void *, size_t);
+static volatile int stop;
+static pthread_barrier_t hold;
+
+static void *holder(void *arg)
+{
+    (void)arg;
+    void *blocks[250];
+    for (int i = 0; i < 250; i++) {
+        blocks[i] = malloc(100);
+        if (blocks[i] == NULL)
+            abort();
+        memset(blocks[i], 1, 100);
+    }
+    pthread_barrier_wait(&hold);   /* allocated */
+    pthread_barrier_wait(&hold);   /* stdin closed */
+    for (int i = 0; i < 250; i++)
+        free(blocks[i]);
+    return NULL;
+}
+
+static void *churn(void *arg)
+{
+    uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+    void *slots[256] = {0};
+    while (!stop) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned k = x % 256;
+        free(slots[k]);
+        size_t size = (x >> 8) % 8 == 0 ? 16384 + (x >> 16) % 300000 : 8 + (x >> 16) % 2000;
+        slots[k] = malloc(size);
+    }
+    for (int k = 0; k < 256; k++)
+        free(slots[k]);
+    return NULL;
+}
+
+/* Until stdin closes; read(2) allocates nothing (getchar's buffer would). */
+static void *read_stdin(void *arg)
+{
+    (void)arg;
+    char buf[64];
+    while (read(0, buf, sizeof(buf)) > 0)
+        ;
+    return NULL;
+}
+
+static uint64_t get(const char *name)
+{
+    uint64_t v = 0;
+    size_t len = sizeof(v);
+    if (sizeof(size_t) == sizeof(v) && ctl(name, &v, &len, NULL, 0) == 0)
+        return v;
+    unsigned u = 0;
+    len = sizeof(u);
+    if (ctl(name, &u, &len, NULL, 0) == 0)
+        return u;
+    fprintf(stderr, "stat_target: dpm_ctl(\"%s\") failed\n", name);
+    exit(1);
+}
+
+static void report(const char *path)
+{
+    uint64_t epoch = 1;
+    size_t len = sizeof(epoch);
+    ctl("epoch", &epoch, &len, &epoch, sizeof(epoch));
+    /* read every figure before the file is opened: fopen allocates */
+    static const char *const totals[] = {"allocated", "active", "resident", "mapped", "retained", "metadata",
+                                         "tcache_bytes", "cpu_cache_bytes", "transfer_bytes", "large_cache_bytes"};
+    uint64_t tv[10], sums[6] = {0};
+    char name[96];
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "stats.%s", totals[i]);
+        tv[i] = get(name);
+    }
+    unsigned narenas = (unsigned)get("arenas.narenas");
+    static const char *const per[] = {"small.nmalloc", "small.ndalloc", "large.nmalloc",
+                                      "large.ndalloc", "small.allocated", "large.allocated"};
+    for (unsigned a = 0; a < narenas; a++)
+        for (int k = 0; k < 6; k++) {
+            snprintf(name, sizeof(name), "stats.arenas.%u.%s", a, per[k]);
+            uint64_t v = 0;
+            size_t l = sizeof(v);
+            if (ctl(name, &v, &l, NULL, 0) == 0)   /* arenas never made answer an error */
+                sums[k] += v;
+        }
+    /* written with write(2) from a stack buffer: no allocation after
+     * the figures were read, so they stay the process's figures */
+    char text[2048];
+    size_t at = 0;
+    for (int i = 0; i < 10; i++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%s=%llu\n", totals[i], (unsigned long long)tv[i]);
+    for (int k = 0; k < 6; k++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%s=%llu\n", per[k], (unsigned long long)sums[k]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, text, at) != (ssize_t)at || close(fd) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: stat_target pattern|rate|churn FILE\n");
+        return 2;
+    }
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);   /* EINVAL without Yama: nothing to do */
+#ifdef TEST_PRELOAD
+    ctl = (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT, "dpm_ctl");
+    if (ctl == NULL) {
+        fprintf(stderr, "stat_target: dpm_ctl not found: run with LD_PRELOAD=libdpmalloc.so\n");
+        return 1;
+    }
+#else
+    ctl = dpm_ctl;
+#endif
+    pthread_barrier_init(&hold, NULL, 5);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, holder, NULL);
+    pthread_barrier_wait(&hold);
+    void *big[10];
+    for (int i = 0; i < 10; i++) {
+        big[i] = malloc(1 << 20);
+        if (big[i] == NULL)
+            abort();
+        memset(big[i], 2, 4096);
+    }
+    report(argv[2]);
+    pthread_t ch[2];
+    int nch = 0;
+    if (strcmp(argv[1], "churn") == 0)
+        for (; nch < 2; nch++)
+            pthread_create(&ch[nch], NULL, churn, (void *)(uintptr_t)(nch + 1));
+    if (write(1, "ready\n", 6) != 6)
+        return 1;
+    if (strcmp(argv[1], "rate") == 0) {
+        /* 200 blocks every 100 ms until stdin closes (a thread waits on it) */
+        static void *held[1 << 20];
+        size_t n = 0;
+        pthread_t reader;
+        pthread_create(&reader, NULL, read_stdin, NULL);
+        struct timespec next;
+        clock_gettime(CLOCK_MONOTONIC, &next);
+        while (n + 200 <= sizeof(held) / sizeof(held[0])) {
+            for (int i = 0; i < 200; i++)
+                held[n++] = malloc(256);
+            next.tv_nsec += 100 * 1000 * 1000;
+            if (next.tv_nsec >= 1000000000) {
+                next.tv_nsec -= 1000000000;
+                next.tv_sec++;
+            }
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+            if (pthread_tryjoin_np(reader, NULL) == 0)
+                break;
+        }
+        for (size_t i = 0; i < n; i++)
+            free(held[i]);
+    } else {
+        read_stdin(NULL);
+    }
+    stop = 1;
+    for (int i = 0; i < nch; i++)
+        pthread_join(ch[i], NULL);
+    pthread_barrier_wait(&hold);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 10; i++)
+        free(big[i]);
+    return 0;
+}
