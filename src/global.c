@@ -7,9 +7,3 @@
 #include "global.h"
 
 global_t g;
-
-/* Every program that links dpmalloc links global.o: this reference takes
- * the anchor (anchor.c, for dpmalloc-stat) out of libdpmalloc.a with it. */
-#include "anchor_ref.h"
-extern const struct dpm_anchor *const anchor_keep;
-const struct dpm_anchor *const anchor_keep = &dpmalloc_stat_anchor;
