@@ -139,8 +139,7 @@ static uint64_t elf_lookup(const elf_file_t *f, uint32_t type, const char *name)
         size_t nsyms = sh[i].sh_size / sizeof(Elf64_Sym), len = strlen(name);
         for (size_t k = 0; k < nsyms; k++)
             if (sym[k].st_name < strs->sh_size && strs->sh_size - sym[k].st_name > len &&
-                memcmp(str + sym[k].st_name, name, len + 1) == 0 && sym[k].st_shndx != SHN_UNDEF &&
-                sym[k].st_size == sizeof(dpm_anchor_t))
+                memcmp(str + sym[k].st_name, name, len + 1) == 0 && sym[k].st_shndx != SHN_UNDEF)
                 return sym[k].st_value;
     }
     return 0;
@@ -1173,17 +1172,32 @@ int main(int argc, char **argv)
     if (at == 0)
         die(EXIT_NOTDPM, "pid %d is not a dpmalloc process (no %s in the files it maps)", (int)pid,
             DPM_ANCHOR_SYMBOL);
-    int err = rread(at, &anchor, sizeof(anchor));
+    /* the head first (magic, layout, size: the same in every layout),
+     * so that an anchor of another size is named a mismatch */
+    struct {
+        uint64_t magic;
+        uint32_t layout, size;
+    } head;
+    _Static_assert(offsetof(dpm_anchor_t, size) + sizeof(uint32_t) == sizeof(head), "the anchor's head");
+    int err = rread(at, &head, sizeof(head));
     if (err != 0)
         die_errno(err);
-    if (anchor.magic != DPM_ANCHOR_MAGIC)
+    if (head.magic != DPM_ANCHOR_MAGIC)
         die(EXIT_NOTDPM, "pid %d is not a dpmalloc process (%s in %s has no dpmalloc magic)", (int)pid,
             DPM_ANCHOR_SYMBOL, source_path);
+    if (head.layout != DPM_ANCHOR_LAYOUT || head.size != sizeof(dpm_anchor_t))
+        die(EXIT_MISMATCH,
+            "pid %d: dpmalloc version mismatch: the process's library (%s) has anchor layout %u (%u bytes), "
+            "this tool (dpmalloc %s) reads layout %u (%zu bytes); use the dpmalloc-stat built with its library",
+            (int)pid, source_path, head.layout, head.size, DPMALLOC_VERSION, DPM_ANCHOR_LAYOUT,
+            sizeof(dpm_anchor_t));
+    err = rread(at, &anchor, sizeof(anchor));
+    if (err != 0)
+        die_errno(err);
     char theirs[sizeof(anchor.version) + 1];
     memcpy(theirs, anchor.version, sizeof(anchor.version));
     theirs[sizeof(anchor.version)] = '\0';
-    if (anchor.layout != DPM_ANCHOR_LAYOUT || anchor.size != sizeof(dpm_anchor_t) || anchor.abi != DPM_ANCHOR_ABI ||
-        anchor.page != PAGE || anchor.nlarge_stats != NLARGE_STATS)
+    if (anchor.abi != DPM_ANCHOR_ABI || anchor.page != PAGE || anchor.nlarge_stats != NLARGE_STATS)
         die(EXIT_MISMATCH,
             "pid %d: dpmalloc version mismatch: the process runs dpmalloc %s (%s, layout %u/%016" PRIx64
             "), this tool reads %s (layout %u/%016" PRIx64 "); use the dpmalloc-stat built with its library",

@@ -10,7 +10,7 @@ usage: run_stat_test.py CASE TOOL [args]
   watch TOOL TARGET [LIB]     --watch rates of a target allocating 2000
                               blocks of 256 bytes a second
   stress TOOL TARGET [LIB]    200 reads of a target whose 2 threads churn
-  errors TOOL TARGET FAKE_ABI FAKE_MAGIC LIB
+  errors TOOL TARGET FAKE_ABI FAKE_SIZE FAKE_MAGIC LIB
                               not dpmalloc, no such process, version
                               mismatch, wrong magic, permission, usage
   check_openmetrics FILE      only the OpenMetrics checker, on a file
@@ -267,8 +267,20 @@ def case_watch(tool, target, lib):
         check(rc == 0, "--watch text: exit %d: %s" % (rc, err))
         lines = out.splitlines()
         check(len(lines) == 4 and "mallocs/s" in lines[0], "--watch text: a header and 3 lines: %r" % lines)
+        # the process exits while watched: status 3, no hang
+        w = subprocess.Popen([tool, "--watch", "0.2", str(t.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        time.sleep(1)
     finally:
         t.close()
+    try:
+        out, err = w.communicate(timeout=20)
+        check(w.returncode == 3 and "no process with pid %d" % t.pid in err,
+              "--watch of a process that exits: exit %s, stderr %r" % (w.returncode, err))
+    except subprocess.TimeoutExpired:
+        w.kill()
+        w.wait()
+        check(False, "--watch did not stop when the process exited")
 
 
 def case_stress(tool, target, lib):
@@ -298,7 +310,7 @@ def case_stress(tool, target, lib):
         t.close()
 
 
-def case_errors(tool, target, fake_abi, fake_magic, lib):
+def case_errors(tool, target, fake_abi, fake_size, fake_magic, lib):
     def expect(args, rc_want, text, **kw):
         rc, out, err = run_tool(tool, args, **kw)
         check(rc == rc_want and text in err, "%s: exit %d (want %d), stderr %r (want %r)" %
@@ -314,6 +326,7 @@ def case_errors(tool, target, fake_abi, fake_magic, lib):
     # a pid that is gone (reaped just now: reuse within the test is unlikely)
     expect([str(sleeper.pid)], 3, "no process with pid %d" % sleeper.pid)
     for exe, rc_want, text in ((fake_abi, 6, "dpmalloc version mismatch"),
+                               (fake_size, 6, "dpmalloc version mismatch"),
                                (fake_magic, 5, "is not a dpmalloc process")):
         p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
@@ -394,7 +407,7 @@ def main():
         lib = sys.argv[4] if len(sys.argv) > 4 else None
         {"formats": case_formats, "watch": case_watch, "stress": case_stress}[case](tool, target, lib)
     elif case == "errors":
-        case_errors(*sys.argv[2:7])
+        case_errors(*sys.argv[2:8])
     elif case == "checker":
         case_checker()
     else:

@@ -9,7 +9,8 @@
  *   stat_target rate FILE      then 2000 blocks of 256 bytes a second,
  *                              held, until stdin closes
  *   stat_target churn FILE     then 2 threads allocate and free random
- *                              sizes without pause until stdin closes
+ *                              sizes without pause, and a third starts
+ *                              short-lived threads, until stdin closes
  *
  * Built linked with dpmalloc_static and as a plain program run with
  * LD_PRELOAD (TEST_PRELOAD: dpm_ctl is looked up at run time).
@@ -78,6 +79,29 @@ static void *read_stdin(void *arg)
     char buf[64];
     while (read(0, buf, sizeof(buf)) > 0)
         ;
+    return NULL;
+}
+
+static void *short_lived(void *arg)
+{
+    void *p[16];
+    for (int i = 0; i < 16; i++)
+        p[i] = malloc(16 + 64 * (size_t)i + (uintptr_t)arg % 7);
+    for (int i = 0; i < 16; i++)
+        free(p[i]);
+    return NULL;
+}
+
+/* Threads that start, allocate and exit without pause: their caches join
+ * and leave the live list while dpmalloc-stat walks it. */
+static void *spawner(void *arg)
+{
+    (void)arg;
+    for (uintptr_t n = 0; !stop; n++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, short_lived, (void *)n) == 0)
+            pthread_join(t, NULL);
+    }
     return NULL;
 }
 
@@ -164,11 +188,13 @@ int main(int argc, char **argv)
         memset(big[i], 2, 4096);
     }
     report(argv[2]);
-    pthread_t ch[2];
+    pthread_t ch[3];
     int nch = 0;
-    if (strcmp(argv[1], "churn") == 0)
+    if (strcmp(argv[1], "churn") == 0) {
         for (; nch < 2; nch++)
             pthread_create(&ch[nch], NULL, churn, (void *)(uintptr_t)(nch + 1));
+        pthread_create(&ch[nch++], NULL, spawner, NULL);
+    }
     if (write(1, "ready\n", 6) != 6)
         return 1;
     if (strcmp(argv[1], "rate") == 0) {
