@@ -184,6 +184,16 @@ static uintptr_t anchor_in_file(int fd, uintptr_t map_start)
     return at;
 }
 
+/* Opens path only if it is a regular file: a mapped device is never
+ * opened (an open may have effects on a device). */
+static int open_regular(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return -1;
+    return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+}
+
 static char source_path[4096];
 
 /* The anchor's address in pid: the first mapped ELF file that has one. */
@@ -214,13 +224,13 @@ static uintptr_t find_anchor(void)
          * by its path in the process's root, else in ours */
         char alt[4096 + 64];
         snprintf(alt, sizeof(alt), "/proc/%d/map_files/%lx-%lx", (int)pid, start, end);
-        int fd = open(alt, O_RDONLY | O_CLOEXEC);
+        int fd = open_regular(alt);
         if (fd < 0) {
             snprintf(alt, sizeof(alt), "/proc/%d/root%s", (int)pid, name);
-            fd = open(alt, O_RDONLY | O_CLOEXEC);
+            fd = open_regular(alt);
         }
         if (fd < 0)
-            fd = open(name, O_RDONLY | O_CLOEXEC);
+            fd = open_regular(name);
         if (fd < 0)
             continue;
         found = anchor_in_file(fd, start);
@@ -576,6 +586,9 @@ static void take(snap_t *s, uintptr_t anchor_at)
     int err = rread(anchor_at, &anchor, sizeof(anchor));
     if (err != 0)
         die_errno(err == EFAULT ? ESRCH : err);
+    /* an exec since the first read leaves other data there */
+    if (anchor.magic != DPM_ANCHOR_MAGIC || anchor.abi != DPM_ANCHOR_ABI)
+        die(EXIT_NOTDPM, "pid %d no longer runs dpmalloc (its anchor is gone: exec?)", (int)pid);
     memcpy(s->version, anchor.version, sizeof(s->version));
     s->version[sizeof(s->version) - 1] = '\0';
     global_t gl;

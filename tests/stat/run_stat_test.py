@@ -362,8 +362,10 @@ def case_errors(tool, target, fake_abi, fake_size, fake_magic, lib):
             finally:
                 s.kill()
                 s.wait()
+        elif os.stat("/proc/1").st_uid != os.geteuid():
+            expect(["1"], 4, "permission denied")
         else:
-            print("permission case not run: not root and Yama does not restrict this user")
+            print("permission case not run: not root, Yama does not restrict this user, pid 1 is ours")
     expect([], 2, "usage:")
     expect(["--json", "--openmetrics", "1"], 2, "exclude each other")
     expect(["--count", "2", "1"], 2, "--count goes with --watch")
