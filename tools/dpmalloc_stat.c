@@ -109,6 +109,10 @@ static uintptr_t rptr(uintptr_t addr)
 
 static bool aligned(uintptr_t p, size_t a) { return p != 0 && p % a == 0; }
 
+/* A bool of the copied memory, read as its byte: the copy may hold any
+ * value there (a torn or foreign read), which is not a valid bool. */
+#define RBOOL(lv) (*(const unsigned char *)&(lv) != 0)
+
 /* ---- finding the anchor ------------------------------------------------- */
 
 typedef struct elf_file {
@@ -326,7 +330,7 @@ static void bin_row(bin_row_t *r, const bin_t *b)
     memset(r, 0, sizeof(*r));
     r->size = b->objsize;
     r->phase = b->phase;
-    r->typed = b->typed;
+    r->typed = RBOOL(b->typed);
     r->nmalloc = b->stats.nmalloc;
     r->nfree = b->stats.nfree;
     r->nfills = b->stats.nfills;
@@ -382,14 +386,14 @@ static void read_special(arena_row_t *o, uintptr_t table, uintptr_t remote)
 static bool read_arena(arena_row_t *o, unsigned i, uintptr_t remote, arena_t *a)
 {
     if (!aligned(remote, CACHELINE) || rread(remote, a, sizeof(*a)) != 0 || a->index != i ||
-        __atomic_load_n(&a->destroyed, __ATOMIC_RELAXED))
+        RBOOL(a->destroyed))
         return false;
     memset(o, 0, sizeof(*o));
     o->index = i;
     o->remote = remote;
     memcpy(o->name, a->name, sizeof(o->name));
     o->name[ARENA_NAME_MAX - 1] = '\0';
-    o->manual = a->manual;
+    o->manual = RBOOL(a->manual);
     o->nthreads = a->nthreads;
     o->node = a->node;
     o->dirty_decay_ms = a->dirty_decay_ms;
@@ -509,8 +513,8 @@ static void read_exited(snap_t *s)
 /* Blocks in the CPUs' caches (cpu_caches_bytes). */
 static uint64_t read_cpu_caches(void)
 {
-    bool on = false;
-    if (rread((uintptr_t)anchor.cpu_caches_on, &on, sizeof(on)) != 0 || !on)
+    unsigned char on = 0;
+    if (rread((uintptr_t)anchor.cpu_caches_on, &on, sizeof(on)) != 0 || on == 0)
         return 0;
     uintptr_t table = rptr((uintptr_t)anchor.cpu_caches);
     uintptr_t sizes = rptr((uintptr_t)anchor.cpu_tag_objsize);
@@ -524,10 +528,12 @@ static uint64_t read_cpu_caches(void)
         if (!aligned(caches[cpu], CACHELINE) || rread(caches[cpu], cc, sizeof(*cc)) != 0)
             continue;
         for (unsigned t = 1; t < CPU_NTAGS; t++) {
-            const cpu_bin_t *b = &cc->tags[t];
-            if (b->head == NULL || b->head > b->top || (size_t)(b->top - b->head) > b->cap)
+            /* addresses of the process: compared as integers */
+            uintptr_t head = (uintptr_t)cc->tags[t].head, top = (uintptr_t)cc->tags[t].top;
+            size_t n = (top - head) / sizeof(void *);
+            if (head == 0 || head > top || n > cc->tags[t].cap)
                 continue;
-            bytes += (uint64_t)(b->top - b->head) * objsize[t];
+            bytes += (uint64_t)n * objsize[t];
         }
     }
     free(cc);
@@ -595,7 +601,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     if (rread((uintptr_t)anchor.g, &gl, sizeof(gl)) != 0 ||
         rread((uintptr_t)anchor.sc_table, sc, sizeof(sc)) != 0)
         die(1, "pid %d: the library's globals cannot be read", (int)pid);
-    s->initialized = gl.initialized;
+    s->initialized = RBOOL(gl.initialized);
     s->ncpus = gl.ncpus;
     unsigned n = 0;
     rread((uintptr_t)anchor.narenas_total, &n, sizeof(n));

@@ -10,7 +10,7 @@ usage: run_stat_test.py CASE TOOL [args]
   watch TOOL TARGET [LIB]     --watch rates of a target allocating 2000
                               blocks of 256 bytes a second
   stress TOOL TARGET [LIB]    200 reads of a target whose 2 threads churn
-  errors TOOL TARGET FAKE_ABI FAKE_SIZE FAKE_MAGIC LIB
+  errors TOOL TARGET FAKE_ABI FAKE_SIZE FAKE_MAGIC LIB FAKE_GARBAGE
                               not dpmalloc, no such process, version
                               mismatch, wrong magic, permission, usage
   check_openmetrics FILE      only the OpenMetrics checker, on a file
@@ -310,7 +310,7 @@ def case_stress(tool, target, lib):
         t.close()
 
 
-def case_errors(tool, target, fake_abi, fake_size, fake_magic, lib):
+def case_errors(tool, target, fake_abi, fake_size, fake_magic, lib, fake_garbage):
     def expect(args, rc_want, text, **kw):
         rc, out, err = run_tool(tool, args, **kw)
         check(rc == rc_want and text in err, "%s: exit %d (want %d), stderr %r (want %r)" %
@@ -335,6 +335,27 @@ def case_errors(tool, target, fake_abi, fake_size, fake_magic, lib):
         finally:
             p.stdin.close()
             p.wait(timeout=30)
+    # an anchor whose pointers lead into random words: every format ends
+    # in bounded time, without a crash, with a report that parses or a
+    # clear refusal
+    p = subprocess.Popen([fake_garbage], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        check(p.stdout.readline().startswith(b"ready"), "%s did not start" % fake_garbage)
+        for fmt in (["--json"], ["--openmetrics"], [], ["--watch", "0.1", "--count", "2", "--json"]):
+            start = time.monotonic()
+            rc, out, err = run_tool(tool, fmt + [str(p.pid)], timeout=60)
+            print("garbage %s -> %d in %.2f s: %s" % (fmt, rc, time.monotonic() - start, err.strip()))
+            check(rc in (0, 1), "garbage %s: exit %d: %s" % (fmt, rc, err))
+            if rc == 0 and fmt == ["--json"]:
+                try:
+                    json.loads(out)
+                except ValueError as e:
+                    check(False, "garbage: JSON does not parse: %s" % e)
+            if rc == 0 and fmt == ["--openmetrics"]:
+                check_openmetrics(out, "garbage --openmetrics")
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
     # permission: as root, the tool run as nobody; as another user, a
     # preloaded process that allows no tracer under Yama (ptrace_scope >= 1)
     if os.geteuid() == 0:
@@ -409,7 +430,7 @@ def main():
         lib = sys.argv[4] if len(sys.argv) > 4 else None
         {"formats": case_formats, "watch": case_watch, "stress": case_stress}[case](tool, target, lib)
     elif case == "errors":
-        case_errors(*sys.argv[2:8])
+        case_errors(*sys.argv[2:9])
     elif case == "checker":
         case_checker()
     else:
