@@ -30,4 +30,5 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .large_caches = &anchor_ref_large_caches,
     .large_ncpus = &anchor_ref_large_ncpus,
     .transfer = &anchor_ref_transfer,
+    .typed_stashes = &anchor_ref_typed_stashes,
 };

@@ -22,6 +22,7 @@
 #include "sizeclass.h"
 #include "tcache.h"
 #include "transfer.h"
+#include "typed_cache.h"
 
 #define DPM_ANCHOR_MAGIC 0x524f48434e414d44ull   /* "DMANCHOR" little-endian */
 #define DPM_ANCHOR_LAYOUT 1u                      /* raised when the anchor itself changes */
@@ -38,7 +39,7 @@
     offsetof(arena_t, ph)), offsetof(arena_t, large)), sizeof(page_heap_t)), sizeof(tcache_t)),        \
     offsetof(tcache_t, stats)), offsetof(tcache_t, stashes)), sizeof(tc_exited_t)),                    \
     sizeof(cpu_cache_t)), sizeof(large_cache_t)), sizeof(sc_info_t)), MAX_ARENAS * 1000 + NSMALL),     \
-    NCLASSES * 1000 + TC_MAX_CLASSES), CPU_SLOTS_MAX * 1000 + CPU_NTAGS)
+    NCLASSES * 1000 + TC_MAX_CLASSES), CPU_SLOTS_MAX * 1000 + CPU_NTAGS + TYPED_STASH_CPUS * 1000000ull)
 
 typedef struct dpm_anchor {
     uint64_t magic;                   /* DPM_ANCHOR_MAGIC */
@@ -65,6 +66,7 @@ typedef struct dpm_anchor {
     large_cache_t *const *const *large_caches;  /* large_cache.c: [ncpus] */
     const unsigned *const *large_ncpus;
     const anchor_array_t *transfer;             /* transfer.c: the stacks' counts */
+    const anchor_ptr_table_t *typed_stashes;    /* typed_cache.c: each stash's n[NSMALL] (uint8_t) */
 } dpm_anchor_t;
 
 /* The references, defined beside their counters. */
@@ -78,6 +80,7 @@ extern const uint32_t *const anchor_ref_cpu_tag_objsize;
 extern large_cache_t *const *const anchor_ref_large_caches;
 extern const unsigned *const anchor_ref_large_ncpus;
 extern const anchor_array_t anchor_ref_transfer;
+extern const anchor_ptr_table_t anchor_ref_typed_stashes;
 
 
 #endif

@@ -15,6 +15,13 @@ typedef struct anchor_array {
     uint32_t stride, field, count;
 } anchor_array_t;
 
+/* A table of pointers to records (NULL: none), of which the tool reads
+ * the bytes from `field` on in each record. */
+typedef struct anchor_ptr_table {
+    const void *const *table;
+    uint32_t count, field;
+} anchor_ptr_table_t;
+
 struct dpm_anchor;
 extern const struct dpm_anchor dpmalloc_stat_anchor;
 

@@ -225,3 +225,9 @@ void typed_caches_postfork_child(void)
             mutex_reinit(&stashes[cpu]->lock);
     mutex_reinit(&make_lock);
 }
+
+/* For dpmalloc-stat (anchor.h): where each stash's counts are. */
+#include "anchor_ref.h"
+extern const anchor_ptr_table_t anchor_ref_typed_stashes;
+const anchor_ptr_table_t anchor_ref_typed_stashes = {(const void *const *)stashes, TYPED_STASH_CPUS,
+                                                      offsetof(typed_stash_t, n)};

@@ -289,7 +289,7 @@ typedef struct snap {
     unsigned ncpus;
     bool initialized;
     uint64_t allocated, active, resident, mapped, retained, metadata, reserved;
-    uint64_t cache_bytes, thread_cache_bytes, cpu_cache_bytes, transfer_bytes, large_cache_bytes;
+    uint64_t cache_bytes, thread_cache_bytes, cpu_cache_bytes, transfer_bytes, large_cache_bytes, typed_cache_bytes;
     uint64_t guarded_total, guarded_live;
     uint64_t nmalloc, nfree, nrequests, npurged;   /* sums over the arenas (rates) */
     unsigned narenas, nexisting, nthread_caches;
@@ -555,6 +555,27 @@ static uint64_t read_transfer(void)
     return bytes;
 }
 
+/* Typed blocks in the per-CPU stashes (typed_caches_bytes). */
+static uint64_t read_typed_stashes(void)
+{
+    anchor_ptr_table_t t;
+    if (rread((uintptr_t)anchor.typed_stashes, &t, sizeof(t)) != 0 || t.count != TYPED_STASH_CPUS)
+        return 0;
+    static uintptr_t stashes[TYPED_STASH_CPUS];
+    if (rread((uintptr_t)t.table, stashes, sizeof(stashes)) != 0)
+        return 0;
+    uint64_t bytes = 0;
+    for (unsigned cpu = 0; cpu < TYPED_STASH_CPUS; cpu++) {
+        uint8_t n[NSMALL];
+        if (!aligned(stashes[cpu], CACHELINE) || rread(stashes[cpu] + t.field, n, sizeof(n)) != 0)
+            continue;
+        for (unsigned c = 0; c < NSMALL; c++)
+            if (n[c] <= TYPED_STASH_SLOTS)
+                bytes += (uint64_t)n[c] * sc[c].size;
+    }
+    return bytes;
+}
+
 static uint64_t read_large_caches(void)
 {
     uintptr_t table = rptr((uintptr_t)anchor.large_caches);
@@ -625,6 +646,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->cpu_cache_bytes = read_cpu_caches();
     s->transfer_bytes = read_transfer();
     s->large_cache_bytes = read_large_caches();
+    s->typed_cache_bytes = read_typed_stashes();
     s->metadata = read_size(anchor.metadata_bytes);
     s->guarded_total = read_size(anchor.guarded_total);
     s->guarded_live = read_size(anchor.guarded_live);
@@ -642,7 +664,8 @@ static void take(snap_t *s, uintptr_t anchor_at)
         s->nrequests += o->nrequests_small;
         s->npurged += o->npurged_lazy + o->npurged_now;
     }
-    s->cache_bytes = s->thread_cache_bytes + s->cpu_cache_bytes + s->transfer_bytes + s->large_cache_bytes;
+    s->cache_bytes = s->thread_cache_bytes + s->cpu_cache_bytes + s->transfer_bytes + s->large_cache_bytes +
+                     s->typed_cache_bytes;
     s->allocated = held > s->cache_bytes ? held - s->cache_bytes : 0;
     s->active = active;
     s->resident = active + dirty + s->metadata;
@@ -661,7 +684,6 @@ static const char *const unavailable[] = {
     "options",
     "types",
     "nodes",
-    "typed_cache_bytes",
     "arenas.<i>.tcache_bytes (only the thread caches' part: thread_cache_bytes)",
     "arenas.<i>.page_runs.longest_list",
     "arenas.<i>.slow_*_samples",
@@ -682,8 +704,10 @@ static void print_text(const snap_t *s)
            "\n",
            s->mapped, s->retained, s->reserved, s->metadata);
     printf("    tcache_bytes: %" PRIu64 "\n    thread_cache_bytes: %" PRIu64 "\n    cpu_cache_bytes: %" PRIu64
-           "\n    transfer_bytes: %" PRIu64 "\n    large_cache_bytes: %" PRIu64 "\n",
-           s->cache_bytes, s->thread_cache_bytes, s->cpu_cache_bytes, s->transfer_bytes, s->large_cache_bytes);
+           "\n    transfer_bytes: %" PRIu64 "\n    large_cache_bytes: %" PRIu64 "\n    typed_cache_bytes: %" PRIu64
+           "\n",
+           s->cache_bytes, s->thread_cache_bytes, s->cpu_cache_bytes, s->transfer_bytes, s->large_cache_bytes,
+           s->typed_cache_bytes);
     printf("    guarded_total: %" PRIu64 "\n    guarded_live: %" PRIu64 "\n    narenas: %u\n    thread_caches: %u\n",
            s->guarded_total, s->guarded_live, s->narenas, s->nthread_caches);
     printf("  arenas:\n");
@@ -776,10 +800,12 @@ static void print_json(const snap_t *s)
     printf("\"totals\":{\"allocated\":%" PRIu64 ",\"active\":%" PRIu64 ",\"resident\":%" PRIu64
            ",\"mapped\":%" PRIu64 ",\"retained\":%" PRIu64 ",\"reserved\":%" PRIu64 ",\"metadata\":%" PRIu64
            ",\"tcache_bytes\":%" PRIu64 ",\"thread_cache_bytes\":%" PRIu64 ",\"cpu_cache_bytes\":%" PRIu64
-           ",\"transfer_bytes\":%" PRIu64 ",\"large_cache_bytes\":%" PRIu64 ",\"guarded_total\":%" PRIu64
+           ",\"transfer_bytes\":%" PRIu64 ",\"large_cache_bytes\":%" PRIu64 ",\"typed_cache_bytes\":%" PRIu64
+           ",\"guarded_total\":%" PRIu64
            ",\"guarded_live\":%" PRIu64 ",\"narenas\":%u,\"thread_caches\":%u},",
            s->allocated, s->active, s->resident, s->mapped, s->retained, s->reserved, s->metadata, s->cache_bytes,
-           s->thread_cache_bytes, s->cpu_cache_bytes, s->transfer_bytes, s->large_cache_bytes, s->guarded_total,
+           s->thread_cache_bytes, s->cpu_cache_bytes, s->transfer_bytes, s->large_cache_bytes, s->typed_cache_bytes,
+           s->guarded_total,
            s->guarded_live, s->narenas, s->nthread_caches);
     printf("\"arenas\":{");
     for (unsigned i = 0; i < s->nexisting; i++) {
@@ -1002,6 +1028,7 @@ static void print_openmetrics(const snap_t *s)
     om_sample("cache_bytes", "", "cache=\"cpu\"", s->cpu_cache_bytes);
     om_sample("cache_bytes", "", "cache=\"transfer\"", s->transfer_bytes);
     om_sample("cache_bytes", "", "cache=\"large\"", s->large_cache_bytes);
+    om_sample("cache_bytes", "", "cache=\"typed\"", s->typed_cache_bytes);
     om_family("arenas", "gauge", NULL, "Arena slots in use (stats.narenas).");
     om_sample("arenas", "", "", s->narenas);
     om_family("thread_caches", "gauge", NULL, "Live threads' caches.");

@@ -57,6 +57,7 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .large_caches = AT(13),
     .large_ncpus = AT(14),
     .transfer = AT(15),
+    .typed_stashes = AT(16),
 #endif
 };
 

@@ -5,7 +5,8 @@
  * itself to a file, prints "ready" and waits until its stdin closes.
  *
  *   stat_target pattern FILE   4 threads x 250 blocks of 100 bytes, 10
- *                              blocks of 1 MiB (the threads stay alive)
+ *                              blocks of 1 MiB (the threads stay alive),
+ *                              8 typed blocks of 200 bytes, 4 freed
  *   stat_target rate FILE      then 2000 blocks of 256 bytes a second,
  *                              held, until stdin closes
  *   stat_target churn FILE     then 2 threads allocate and free random
@@ -36,6 +37,8 @@
 #endif
 
 static int (*ctl)(const char *, void *, size_t *, void *, size_t);
+static void *(*malloc_typed)(const char *, size_t, size_t);
+static void (*free_any)(void *);
 static volatile int stop;
 static pthread_barrier_t hold;
 
@@ -168,12 +171,16 @@ int main(int argc, char **argv)
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);   /* EINVAL without Yama: nothing to do */
 #ifdef TEST_PRELOAD
     ctl = (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT, "dpm_ctl");
-    if (ctl == NULL) {
+    malloc_typed = (void *(*)(const char *, size_t, size_t))dlsym(RTLD_DEFAULT, "dpm_malloc_typed");
+    free_any = (void (*)(void *))dlsym(RTLD_DEFAULT, "dpm_free");
+    if (ctl == NULL || malloc_typed == NULL || free_any == NULL) {
         fprintf(stderr, "stat_target: dpm_ctl not found: run with LD_PRELOAD=libdpmalloc.so\n");
         return 1;
     }
 #else
     ctl = dpm_ctl;
+    malloc_typed = dpm_malloc_typed;
+    free_any = dpm_free;
 #endif
     pthread_barrier_init(&hold, NULL, 5);
     pthread_t th[4];
@@ -187,6 +194,14 @@ int main(int argc, char **argv)
             abort();
         memset(big[i], 2, 4096);
     }
+    /* typed blocks: the freed ones wait in a per-CPU stash (counted in
+     * stats.tcache_bytes) */
+    void *typed[8];
+    for (int i = 0; i < 8; i++)
+        if ((typed[i] = malloc_typed("stat_test", 200, 0)) == NULL)
+            abort();
+    for (int i = 0; i < 4; i++)
+        free_any(typed[i]);
     report(argv[2]);
     pthread_t ch[3];
     int nch = 0;
@@ -230,5 +245,7 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     for (int i = 0; i < 10; i++)
         free(big[i]);
+    for (int i = 4; i < 8; i++)
+        free_any(typed[i]);
     return 0;
 }
