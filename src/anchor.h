@@ -16,6 +16,7 @@
 #define DPM_ANCHOR_H
 
 #include "anchor_ref.h"
+#include "conf.h"
 #include "cpu_cache.h"
 #include "global.h"
 #include "large_cache.h"
@@ -28,18 +29,48 @@
 #define DPM_ANCHOR_LAYOUT 1u                      /* raised when the anchor itself changes */
 #define DPM_ANCHOR_SYMBOL "dpmalloc_stat_anchor"
 
-/* A fingerprint of every layout the tool reads: the same headers give the
- * same value in the library and in the tool, and a changed struct a
- * different one (the tool refuses to read then). */
+/* A fingerprint of the layouts the tool reads (sizes of the structs,
+ * offsets of the parts it reads, the tables' bounds): the same headers
+ * give the same value in the library and in the tool, and a struct that
+ * grew, shrank or moved a part the tool reads a different one (the tool
+ * refuses to read then). */
 #define ANCHOR_MIX(h, v) (((h) ^ (uint64_t)(v)) * 0x100000001b3ull)
-#define DPM_ANCHOR_ABI                                                                                  \
-    ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(            \
-    ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(ANCHOR_MIX(            \
-    0xcbf29ce484222325ull, sizeof(arena_t)), sizeof(bin_t)), offsetof(arena_t, bins)),                 \
-    offsetof(arena_t, ph)), offsetof(arena_t, large)), sizeof(page_heap_t)), sizeof(tcache_t)),        \
-    offsetof(tcache_t, stats)), offsetof(tcache_t, stashes)), sizeof(tc_exited_t)),                    \
-    sizeof(cpu_cache_t)), sizeof(large_cache_t)), sizeof(sc_info_t)), MAX_ARENAS * 1000 + NSMALL),     \
-    NCLASSES * 1000 + TC_MAX_CLASSES), CPU_SLOTS_MAX * 1000 + CPU_NTAGS + TYPED_STASH_CPUS * 1000000ull)
+#define ANCHOR_ABI_0 0xcbf29ce484222325ull
+#define ANCHOR_ABI_1 ANCHOR_MIX(ANCHOR_ABI_0, sizeof(arena_t))
+#define ANCHOR_ABI_2 ANCHOR_MIX(ANCHOR_ABI_1, sizeof(bin_t))
+#define ANCHOR_ABI_3 ANCHOR_MIX(ANCHOR_ABI_2, offsetof(arena_t, bins))
+#define ANCHOR_ABI_4 ANCHOR_MIX(ANCHOR_ABI_3, offsetof(arena_t, ph))
+#define ANCHOR_ABI_5 ANCHOR_MIX(ANCHOR_ABI_4, offsetof(arena_t, large))
+#define ANCHOR_ABI_6 ANCHOR_MIX(ANCHOR_ABI_5, offsetof(arena_t, special))
+#define ANCHOR_ABI_7 ANCHOR_MIX(ANCHOR_ABI_6, sizeof(page_heap_t))
+#define ANCHOR_ABI_8 ANCHOR_MIX(ANCHOR_ABI_7, sizeof(tcache_t))
+#define ANCHOR_ABI_9 ANCHOR_MIX(ANCHOR_ABI_8, offsetof(tcache_t, stats))
+#define ANCHOR_ABI_10 ANCHOR_MIX(ANCHOR_ABI_9, offsetof(tcache_t, stashes))
+#define ANCHOR_ABI_11 ANCHOR_MIX(ANCHOR_ABI_10, sizeof(tc_exited_t))
+#define ANCHOR_ABI_12 ANCHOR_MIX(ANCHOR_ABI_11, sizeof(cpu_cache_t))
+#define ANCHOR_ABI_13 ANCHOR_MIX(ANCHOR_ABI_12, sizeof(large_cache_t))
+#define ANCHOR_ABI_14 ANCHOR_MIX(ANCHOR_ABI_13, sizeof(sc_info_t))
+#define ANCHOR_ABI_15 ANCHOR_MIX(ANCHOR_ABI_14, sizeof(opt_desc_t))
+#define ANCHOR_ABI_16 ANCHOR_MIX(ANCHOR_ABI_15, sizeof(global_t))
+#define ANCHOR_ABI_17 ANCHOR_MIX(ANCHOR_ABI_16, MAX_ARENAS)
+#define ANCHOR_ABI_18 ANCHOR_MIX(ANCHOR_ABI_17, NSMALL)
+#define ANCHOR_ABI_19 ANCHOR_MIX(ANCHOR_ABI_18, NCLASSES)
+#define ANCHOR_ABI_20 ANCHOR_MIX(ANCHOR_ABI_19, TC_MAX_CLASSES)
+#define ANCHOR_ABI_21 ANCHOR_MIX(ANCHOR_ABI_20, CPU_SLOTS_MAX)
+#define ANCHOR_ABI_22 ANCHOR_MIX(ANCHOR_ABI_21, CPU_NTAGS)
+#define ANCHOR_ABI_23 ANCHOR_MIX(ANCHOR_ABI_22, TYPED_STASH_CPUS)
+#define ANCHOR_ABI_24 ANCHOR_MIX(ANCHOR_ABI_23, LARGE_CPUS_MAX)
+#define ANCHOR_ABI_25 ANCHOR_MIX(ANCHOR_ABI_24, offsetof(arena_t, incarnation))
+#define ANCHOR_ABI_26 ANCHOR_MIX(ANCHOR_ABI_25, offsetof(arena_t, name))
+#define ANCHOR_ABI_27 ANCHOR_MIX(ANCHOR_ABI_26, offsetof(bin_t, stats))
+#define ANCHOR_ABI_28 ANCHOR_MIX(ANCHOR_ABI_27, offsetof(bin_t, objsize))
+#define ANCHOR_ABI_29 ANCHOR_MIX(ANCHOR_ABI_28, offsetof(page_heap_t, free_runs))
+#define ANCHOR_ABI_30 ANCHOR_MIX(ANCHOR_ABI_29, offsetof(page_heap_t, mapped_bytes))
+#define ANCHOR_ABI_31 ANCHOR_MIX(ANCHOR_ABI_30, offsetof(tcache_t, bins))
+#define ANCHOR_ABI_32 ANCHOR_MIX(ANCHOR_ABI_31, offsetof(tcache_t, arena))
+#define ANCHOR_ABI_33 ANCHOR_MIX(ANCHOR_ABI_32, offsetof(large_cache_t, bytes))
+#define ANCHOR_ABI_34 ANCHOR_MIX(ANCHOR_ABI_33, offsetof(opt_desc_t, value))
+#define DPM_ANCHOR_ABI ANCHOR_ABI_34
 
 typedef struct dpm_anchor {
     uint64_t magic;                   /* DPM_ANCHOR_MAGIC */
@@ -55,6 +86,8 @@ typedef struct dpm_anchor {
     const global_t *g;
     const sc_info_t *sc_table;        /* [NCLASSES] */
     const bool *cpu_caches_on;
+    const opt_desc_t *opt_table;      /* [*opt_table_len]: the options in effect */
+    const unsigned *opt_table_len;
     /* references to static counters (each a pointer to read first) */
     const size_t *const *metadata_bytes;        /* base.c */
     const size_t *const *guarded_total;         /* guarded.c */

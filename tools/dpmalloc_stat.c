@@ -109,6 +109,26 @@ static uintptr_t rptr(uintptr_t addr)
 
 static bool aligned(uintptr_t p, size_t a) { return p != 0 && p % a == 0; }
 
+/* A NUL-terminated string of at most cap - 1 bytes at addr, read a page
+ * at a time (a string may end just before an unmapped page); false if it
+ * cannot be read or does not end within cap. */
+static bool rstring(uintptr_t addr, char *buf, size_t cap)
+{
+    size_t got = 0;
+    while (got < cap) {
+        uintptr_t at = addr + got;
+        size_t n = PAGE - at % PAGE;
+        if (n > cap - got)
+            n = cap - got;
+        if (rread(at, buf + got, n) != 0)
+            return false;
+        if (memchr(buf + got, '\0', n) != NULL)
+            return true;
+        got += n;
+    }
+    return false;
+}
+
 /* A bool of the copied memory, read as its byte: the copy may hold any
  * value there (a torn or foreign read), which is not a valid bool. */
 #define RBOOL(lv) (*(const unsigned char *)&(lv) != 0)
@@ -283,6 +303,17 @@ typedef struct arena_row {
     large_row_t large[NLARGE_STATS];
 } arena_row_t;
 
+#define MAX_OPTIONS 256
+#define OPT_TEXT 256
+
+typedef struct opt_row {
+    char name[64];
+    opt_type_t type;
+    bool readable;
+    int64_t i;              /* bool, unsigned, size_t, ssize */
+    char text[OPT_TEXT];    /* string */
+} opt_row_t;
+
 typedef struct snap {
     double t;                /* CLOCK_MONOTONIC seconds */
     char version[16];
@@ -295,6 +326,8 @@ typedef struct snap {
     unsigned narenas, nexisting, nthread_caches;
     bool tcache_walk_cut;    /* the walk of the live caches hit its bound */
     arena_row_t *arenas;     /* nexisting rows */
+    unsigned noptions;
+    opt_row_t *options;      /* noptions rows (the options in effect) */
 } snap_t;
 
 static dpm_anchor_t anchor;
@@ -599,8 +632,49 @@ static size_t read_size(const size_t *const *ref)
     return at != 0 && rread(at, &v, sizeof(v)) == 0 ? v : 0;
 }
 
+/* The options in effect, from the library's option table. */
+static void read_options(snap_t *s)
+{
+    unsigned n = 0;
+    if (rread((uintptr_t)anchor.opt_table_len, &n, sizeof(n)) != 0 || n > MAX_OPTIONS)
+        return;
+    opt_desc_t *d = calloc(n + 1, sizeof(*d));
+    s->options = calloc(n + 1, sizeof(*s->options));
+    if (d == NULL || s->options == NULL || rread((uintptr_t)anchor.opt_table, d, n * sizeof(*d)) != 0) {
+        free(d);
+        return;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        opt_row_t *o = &s->options[s->noptions];
+        unsigned type = 0;
+        memcpy(&type, &d[k].type, sizeof(type) < sizeof(d[k].type) ? sizeof(type) : sizeof(d[k].type));
+        if (!rstring((uintptr_t)d[k].name, o->name, sizeof(o->name)) || o->name[0] == '\0' || type > OPT_STRING)
+            continue;
+        bool name_ok = true;
+        for (const char *c = o->name; *c; c++)
+            name_ok &= (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+        if (!name_ok)
+            continue;
+        o->type = (opt_type_t)type;
+        uintptr_t v = (uintptr_t)d[k].value;
+        unsigned char b = 0;
+        unsigned u = 0;
+        uint64_t w = 0;
+        switch (o->type) {
+        case OPT_BOOL: o->readable = rread(v, &b, 1) == 0, o->i = b != 0; break;
+        case OPT_UNSIGNED: o->readable = rread(v, &u, sizeof(u)) == 0, o->i = u; break;
+        case OPT_SIZE:
+        case OPT_SSIZE: o->readable = rread(v, &w, sizeof(w)) == 0, o->i = (int64_t)w; break;
+        case OPT_STRING: o->readable = rstring(v, o->text, sizeof(o->text)); break;
+        }
+        s->noptions++;
+    }
+    free(d);
+}
+
 static void snap_free(snap_t *s)
 {
+    free(s->options);
     free(s->arenas);
     memset(s, 0, sizeof(*s));
 }
@@ -647,6 +721,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->transfer_bytes = read_transfer();
     s->large_cache_bytes = read_large_caches();
     s->typed_cache_bytes = read_typed_stashes();
+    read_options(s);
     s->metadata = read_size(anchor.metadata_bytes);
     s->guarded_total = read_size(anchor.guarded_total);
     s->guarded_live = read_size(anchor.guarded_live);
@@ -681,7 +756,6 @@ static double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0.0 : (double)a / 
 /* Figures the in-process report has that are not read from outside. */
 static const char *const unavailable[] = {
     "epoch",
-    "options",
     "types",
     "nodes",
     "arenas.<i>.tcache_bytes (only the thread caches' part: thread_cache_bytes)",
@@ -697,6 +771,20 @@ static void print_text(const snap_t *s)
     printf("___ dpmalloc statistics of pid %d (from outside) ___\n", (int)pid);
     printf("  version: %s\n  library: %s\n  ncpus: %u\n  initialized: %s\n", s->version, source_path, s->ncpus,
            s->initialized ? "true" : "false");
+    printf("  options:\n");
+    for (unsigned k = 0; k < s->noptions; k++) {
+        const opt_row_t *o = &s->options[k];
+        if (!o->readable)
+            printf("    %s: (unreadable)\n", o->name);
+        else if (o->type == OPT_STRING)
+            printf("    %s: %s\n", o->name, o->text);
+        else if (o->type == OPT_BOOL)
+            printf("    %s: %s\n", o->name, o->i ? "true" : "false");
+        else if (o->type == OPT_SSIZE)
+            printf("    %s: %" PRId64 "\n", o->name, o->i);
+        else
+            printf("    %s: %" PRIu64 "\n", o->name, (uint64_t)o->i);
+    }
     printf("  totals:\n");
     printf("    allocated: %" PRIu64 "\n    active: %" PRIu64 "\n    resident: %" PRIu64 "\n", s->allocated,
            s->active, s->resident);
@@ -797,6 +885,22 @@ static void print_json(const snap_t *s)
     json_str(source_path);
     printf(",\"ncpus\":%u,\"initialized\":%s,\"page\":%u,", s->ncpus, s->initialized ? "true" : "false",
            anchor.page);
+    printf("\"options\":{");
+    for (unsigned k = 0; k < s->noptions; k++) {
+        const opt_row_t *o = &s->options[k];
+        printf("%s\"%s\":", k ? "," : "", o->name);
+        if (!o->readable)
+            printf("null");
+        else if (o->type == OPT_STRING)
+            json_str(o->text);
+        else if (o->type == OPT_BOOL)
+            printf("%s", o->i ? "true" : "false");
+        else if (o->type == OPT_SSIZE)
+            printf("%" PRId64, o->i);
+        else
+            printf("%" PRIu64, (uint64_t)o->i);
+    }
+    printf("},");
     printf("\"totals\":{\"allocated\":%" PRIu64 ",\"active\":%" PRIu64 ",\"resident\":%" PRIu64
            ",\"mapped\":%" PRIu64 ",\"retained\":%" PRIu64 ",\"reserved\":%" PRIu64 ",\"metadata\":%" PRIu64
            ",\"tcache_bytes\":%" PRIu64 ",\"thread_cache_bytes\":%" PRIu64 ",\"cpu_cache_bytes\":%" PRIu64

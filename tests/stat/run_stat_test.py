@@ -215,6 +215,16 @@ def case_formats(tool, target, lib):
             for b in a["bins"]:
                 check(b["curregs"] == b["nmalloc"] - b["ndalloc"], "curregs = nmalloc - ndalloc: %r" % b)
         print("typed_cache_bytes:", tot["typed_cache_bytes"])
+        # the options in effect: those DPMALLOC_CONF set, the defaults
+        opts = doc.get("options", {})
+        conf = os.environ.get("DPMALLOC_CONF", "")
+        if "background_thread:false" in conf:
+            check(opts.get("background_thread") is False,
+                  "options.background_thread %r with DPMALLOC_CONF=%s" % (opts.get("background_thread"), conf))
+        check(opts.get("percpu") is ("percpu:false" not in conf),
+              "options.percpu %r with DPMALLOC_CONF=%s" % (opts.get("percpu"), conf))
+        check(opts.get("dirty_decay_ms") == 10000 and isinstance(opts.get("stats_print_opts"), str),
+              "options: %r" % opts)
         check(isinstance(doc.get("unavailable"), list) and "epoch" in doc["unavailable"],
               "--json names what it cannot read")
 

@@ -58,6 +58,8 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .large_ncpus = AT(14),
     .transfer = AT(15),
     .typed_stashes = AT(16),
+    .opt_table = AT(17),
+    .opt_table_len = AT(18),
 #endif
 };
 
