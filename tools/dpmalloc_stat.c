@@ -319,6 +319,7 @@ typedef struct snap {
     char version[16];
     unsigned ncpus;
     bool initialized;
+    bool cpu_front_end;      /* stats.front_end: "cpu" or "thread" */
     uint64_t allocated, active, resident, mapped, retained, metadata, reserved;
     uint64_t cache_bytes, thread_cache_bytes, cpu_cache_bytes, transfer_bytes, large_cache_bytes, typed_cache_bytes;
     uint64_t guarded_total, guarded_live;
@@ -543,12 +544,13 @@ static void read_exited(snap_t *s)
     }
 }
 
-/* Blocks in the CPUs' caches (cpu_caches_bytes). */
-static uint64_t read_cpu_caches(void)
+/* Blocks in the CPUs' caches (cpu_caches_bytes), if they run. */
+static uint64_t read_cpu_caches(snap_t *s)
 {
     unsigned char on = 0;
     if (rread((uintptr_t)anchor.cpu_caches_on, &on, sizeof(on)) != 0 || on == 0)
         return 0;
+    s->cpu_front_end = true;
     uintptr_t table = rptr((uintptr_t)anchor.cpu_caches);
     uintptr_t sizes = rptr((uintptr_t)anchor.cpu_tag_objsize);
     static uintptr_t caches[CPU_SLOTS_MAX];
@@ -717,7 +719,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     free(ptrs);
     read_exited(s);
     read_tcaches(s, gl.tcache_nclasses <= TC_MAX_CLASSES ? gl.tcache_nclasses : TC_MAX_CLASSES);
-    s->cpu_cache_bytes = read_cpu_caches();
+    s->cpu_cache_bytes = read_cpu_caches(s);
     s->transfer_bytes = read_transfer();
     s->large_cache_bytes = read_large_caches();
     s->typed_cache_bytes = read_typed_stashes();
@@ -769,8 +771,8 @@ static const char *const state_names[RUN_NSTATES] = {"dirty", "muzzy", "clean", 
 static void print_text(const snap_t *s)
 {
     printf("___ dpmalloc statistics of pid %d (from outside) ___\n", (int)pid);
-    printf("  version: %s\n  library: %s\n  ncpus: %u\n  initialized: %s\n", s->version, source_path, s->ncpus,
-           s->initialized ? "true" : "false");
+    printf("  version: %s\n  library: %s\n  ncpus: %u\n  initialized: %s\n  front_end: %s\n", s->version,
+           source_path, s->ncpus, s->initialized ? "true" : "false", s->cpu_front_end ? "cpu" : "thread");
     printf("  options:\n");
     for (unsigned k = 0; k < s->noptions; k++) {
         const opt_row_t *o = &s->options[k];
@@ -883,8 +885,8 @@ static void print_json(const snap_t *s)
     json_str(s->version);
     printf(",\"library\":");
     json_str(source_path);
-    printf(",\"ncpus\":%u,\"initialized\":%s,\"page\":%u,", s->ncpus, s->initialized ? "true" : "false",
-           anchor.page);
+    printf(",\"ncpus\":%u,\"initialized\":%s,\"front_end\":\"%s\",\"page\":%u,", s->ncpus,
+           s->initialized ? "true" : "false", s->cpu_front_end ? "cpu" : "thread", anchor.page);
     printf("\"options\":{");
     for (unsigned k = 0; k < s->noptions; k++) {
         const opt_row_t *o = &s->options[k];
@@ -1105,8 +1107,9 @@ static void om_locks(const snap_t *s, const char *name, int which)
 
 static void print_openmetrics(const snap_t *s)
 {
-    om_family("build", "info", NULL, "Version of the dpmalloc library the process runs.");
-    printf("dpmalloc_build_info{version=\"%s\"} 1\n", s->version);
+    om_family("build", "info", NULL, "Version of the dpmalloc library the process runs, and its front end (stats.front_end).");
+    printf("dpmalloc_build_info{version=\"%s\",front_end=\"%s\"} 1\n", s->version,
+           s->cpu_front_end ? "cpu" : "thread");
     static const struct {
         const char *name, *help;
         size_t off;

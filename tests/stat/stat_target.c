@@ -137,6 +137,12 @@ static void report(const char *path)
         tv[i] = get(name);
     }
     unsigned narenas = (unsigned)get("arenas.narenas");
+    const char *front = NULL;
+    size_t flen = sizeof(front);
+    if (ctl("stats.front_end", &front, &flen, NULL, 0) != 0 || front == NULL) {
+        fprintf(stderr, "stat_target: dpm_ctl(\"stats.front_end\") failed\n");
+        exit(1);
+    }
     static const char *const per[] = {"small.nmalloc", "small.ndalloc", "large.nmalloc",
                                       "large.ndalloc", "small.allocated", "large.allocated"};
     for (unsigned a = 0; a < narenas; a++)
@@ -155,6 +161,7 @@ static void report(const char *path)
         at += (size_t)snprintf(text + at, sizeof(text) - at, "%s=%llu\n", totals[i], (unsigned long long)tv[i]);
     for (int k = 0; k < 6; k++)
         at += (size_t)snprintf(text + at, sizeof(text) - at, "%s=%llu\n", per[k], (unsigned long long)sums[k]);
+    at += (size_t)snprintf(text + at, sizeof(text) - at, "front_end_cpu=%d\n", strcmp(front, "cpu") == 0);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, text, at) != (ssize_t)at || close(fd) != 0) {
         perror(path);
