@@ -214,7 +214,7 @@ def case_formats(tool, target, lib):
         for a in arenas:
             for b in a["bins"]:
                 check(b["curregs"] == b["nmalloc"] - b["ndalloc"], "curregs = nmalloc - ndalloc: %r" % b)
-        print("typed_cache_bytes:", tot["typed_cache_bytes"])
+        print("typed_cache_bytes:", tot["typed_cache_bytes"], "large_cache_bytes:", tot["large_cache_bytes"])
         check(doc.get("front_end") == ("cpu" if ctl["front_end_cpu"] else "thread"),
               "front_end %r, dpm_ctl stats.front_end %s" % (doc.get("front_end"), ctl["front_end_cpu"]))
         # the options in effect: those DPMALLOC_CONF set, the defaults

@@ -6,7 +6,8 @@
  *
  *   stat_target pattern FILE   4 threads x 250 blocks of 100 bytes, 10
  *                              blocks of 1 MiB (the threads stay alive),
- *                              8 typed blocks of 200 bytes, 4 freed
+ *                              8 typed blocks of 200 bytes, 4 freed, 3
+ *                              large blocks (about 100 KB) freed
  *   stat_target rate FILE      then 2000 blocks of 256 bytes a second,
  *                              held, until stdin closes
  *   stat_target churn FILE     then 2 threads allocate and free random
@@ -200,6 +201,15 @@ int main(int argc, char **argv)
         if (big[i] == NULL)
             abort();
         memset(big[i], 2, 4096);
+    }
+    /* large blocks freed: they wait in a CPU's large cache (counted in
+     * stats.tcache_bytes) */
+    for (int i = 0; i < 3; i++) {
+        void *p = malloc(100000 + 4096 * (size_t)i);
+        if (p == NULL)
+            abort();
+        memset(p, 3, 64);
+        free(p);
     }
     /* typed blocks: the freed ones wait in a per-CPU stash (counted in
      * stats.tcache_bytes) */
