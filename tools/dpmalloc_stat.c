@@ -74,30 +74,44 @@ static void die_errno(int err)
 
 /* ---- remote reads ------------------------------------------------------- */
 
-static int mem_fd = -1;   /* /proc/PID/mem, where process_vm_readv is missing */
+static int mem_fd = -1;   /* /proc/PID/mem, where process_vm_readv is missing or refused */
+static bool use_proc_mem; /* --proc-mem */
+
+static int open_proc_mem(void)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+    return mem_fd < 0 ? errno : 0;
+}
 
 /* 0, or an errno: EFAULT for an address the process does not map. */
 static int rread(uintptr_t addr, void *buf, size_t len)
 {
     if (addr == 0 || addr + len < addr)
         return EFAULT;
-    if (mem_fd < 0) {
+    if (mem_fd < 0 && !use_proc_mem) {
         struct iovec local = {buf, len}, remote = {(void *)addr, len};
         ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
         if (n == (ssize_t)len)
             return 0;
         if (n >= 0)
             return EFAULT;
-        if (errno != ENOSYS)
-            return errno;
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-        mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (mem_fd < 0)
-            return errno;
+        int err = errno;
+        /* missing (old kernels), or refused by a seccomp filter (a
+         * container's default profile) where /proc/PID/mem may be allowed */
+        if (err != ENOSYS && err != EPERM)
+            return err;
+        if (open_proc_mem() != 0)
+            return err == ENOSYS ? errno : err;
+    }
+    if (mem_fd < 0) {
+        int err = open_proc_mem();
+        if (err != 0)
+            return err;
     }
     ssize_t n = pread(mem_fd, buf, len, (off_t)addr);
-    return n == (ssize_t)len ? 0 : n < 0 ? errno : EFAULT;
+    return n == (ssize_t)len ? 0 : n < 0 && errno != EIO ? errno : EFAULT;
 }
 
 /* A pointer-sized read; 0 when it fails. */
@@ -1262,14 +1276,16 @@ static void sleep_s(double s)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: %s [--json | --openmetrics] [--watch SECONDS [--count N]] PID\n"
+            "usage: %s [--json | --openmetrics] [--watch SECONDS [--count N]] [--proc-mem] PID\n"
             "  prints the dpmalloc statistics of process PID, read from outside\n"
             "  (process_vm_readv: the same user or CAP_SYS_PTRACE, as for a debugger)\n"
             "  --json          JSON instead of text\n"
             "  --openmetrics   OpenMetrics text exposition (Prometheus)\n"
             "  --watch S       every S seconds, the rates of the counters and the gauges\n"
             "                  (text or, with --json, one JSON object per line)\n"
-            "  --count N       with --watch: stop after N lines\n",
+            "  --count N       with --watch: stop after N lines\n"
+            "  --proc-mem      read through /proc/PID/mem, not process_vm_readv (which\n"
+            "                  is tried first, then this, when it is missing or refused)\n",
             prog);
 }
 
@@ -1286,6 +1302,8 @@ int main(int argc, char **argv)
             json = true;
         else if (strcmp(a, "--openmetrics") == 0)
             om = true;
+        else if (strcmp(a, "--proc-mem") == 0)
+            use_proc_mem = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;

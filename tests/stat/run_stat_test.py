@@ -230,6 +230,14 @@ def case_formats(tool, target, lib):
         check(isinstance(doc.get("unavailable"), list) and "epoch" in doc["unavailable"],
               "--json names what it cannot read")
 
+        # the same through /proc/PID/mem
+        rc, out, err = run_tool(tool, ["--proc-mem", "--json", str(t.pid)])
+        check(rc == 0, "--proc-mem --json: exit %d: %s" % (rc, err))
+        if rc == 0:
+            other = json.loads(out)["dpmalloc"]
+            check(other["totals"] == doc["totals"] and other["arenas"] == doc["arenas"],
+                  "--proc-mem reads other figures: %r" % other["totals"])
+
         rc, out, err = run_tool(tool, [str(t.pid)])
         check(rc == 0, "text: exit %d: %s" % (rc, err))
         for k in ("allocated", "active", "resident", "mapped", "metadata"):
@@ -285,17 +293,20 @@ def case_watch(tool, target, lib):
         # the process exits while watched: status 3, no hang
         w = subprocess.Popen([tool, "--watch", "0.2", str(t.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
+        wm = subprocess.Popen([tool, "--proc-mem", "--watch", "0.2", str(t.pid)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
         time.sleep(1)
     finally:
         t.close()
-    try:
-        out, err = w.communicate(timeout=20)
-        check(w.returncode == 3 and "no process with pid %d" % t.pid in err,
-              "--watch of a process that exits: exit %s, stderr %r" % (w.returncode, err))
-    except subprocess.TimeoutExpired:
-        w.kill()
-        w.wait()
-        check(False, "--watch did not stop when the process exited")
+    for proc in (w, wm):
+        try:
+            out, err = proc.communicate(timeout=20)
+            check(proc.returncode == 3 and "no process with pid %d" % t.pid in err,
+                  "%s of a process that exits: exit %s, stderr %r" % (proc.args, proc.returncode, err))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            check(False, "%s did not stop when the process exited" % proc.args)
 
 
 def case_stress(tool, target, lib):
