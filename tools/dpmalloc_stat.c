@@ -276,7 +276,10 @@ static uintptr_t find_anchor(void)
         if (found != 0)
             snprintf(source_path, sizeof(source_path), "%s", name);
     }
+    int read_err = ferror(maps) ? errno : 0;
     fclose(maps);
+    if (read_err != 0)   /* some kernels check access at the first read */
+        die_errno(read_err);
     if (!any)   /* a zombie or a kernel thread maps nothing */
         die(EXIT_NOTDPM, "pid %d is not a dpmalloc process (it maps no files)", (int)pid);
     return found;
