@@ -310,7 +310,8 @@ typedef struct arena_row {
     int node;
     int64_t dirty_decay_ms, muzzy_decay_ms;
     uint64_t mapped, reserved, nsegments, pactive, pdirty, pmuzzy, pclean;
-    uint64_t runs[RUN_NSTATES], run_pages[RUN_NSTATES];
+    uint64_t runs[RUN_NSTATES], run_pages[RUN_NSTATES], longest_list[RUN_NSTATES];
+    slow_samples_t samples;
     uint64_t small_allocated, large_allocated, thread_cache_bytes;
     uint64_t nmalloc_small, nfree_small, nrequests_small, nmalloc_large, nfree_large;
     uint64_t npurge_passes, npurged_lazy, npurged_now, nsearches, nsearch_hits;
@@ -433,6 +434,36 @@ static void read_special(arena_row_t *o, uintptr_t table, uintptr_t remote)
     free(slots);
 }
 
+/* The longest size-class list of a free-run index, walked in the
+ * process: one word per run; each walk stops after as many nodes as the
+ * index says it holds (plus a margin for runs added meanwhile). */
+static uint64_t longest_list(const run_index_t *ix)
+{
+    uint64_t longest = 0, bound = ix->nruns + 64;
+    if (bound > (1u << 20))
+        bound = 1u << 20;
+    for (unsigned fl = 0; fl < RUNS_NFL; fl++)
+        for (unsigned sl = 0; sl < RUNS_NSL; sl++) {
+            uintptr_t node = (uintptr_t)ix->heads[fl][sl].first;
+            uint64_t n = 0;
+            while (aligned(node, sizeof(void *)) && n < bound) {
+                n++;
+                node = rptr(node + offsetof(list_node_t, next));
+            }
+            if (n > longest)
+                longest = n;
+        }
+    return longest;
+}
+
+static void add_samples(slow_samples_t *o, const slow_samples_t *in)
+{
+    o->alloc_n += in->alloc_n;
+    o->alloc_cycles += in->alloc_cycles;
+    o->free_n += in->free_n;
+    o->free_cycles += in->free_cycles;
+}
+
 /* Arena i at `remote`; false if it is gone or the read is not an arena. */
 static bool read_arena(arena_row_t *o, unsigned i, uintptr_t remote, arena_t *a)
 {
@@ -460,6 +491,7 @@ static bool read_arena(arena_row_t *o, unsigned i, uintptr_t remote, arena_t *a)
     for (int st = 0; st < RUN_NSTATES; st++) {
         o->runs[st] = ph->free_runs[st].nruns;
         o->run_pages[st] = ph->free_runs[st].npages;
+        o->longest_list[st] = longest_list(&ph->free_runs[st]);
     }
     o->npurge_passes = ph->npurge_passes;
     o->npurged_lazy = ph->npurged_lazy;
@@ -536,6 +568,7 @@ static void read_tcaches(snap_t *s, unsigned nclasses)
                 bytes += tc->stashes[k].bytes;
         o->thread_cache_bytes += bytes;
         s->thread_cache_bytes += bytes;
+        add_samples(&o->samples, &tc->samples);
     }
     s->tcache_walk_cut = n == MAX_TCACHES;
     free(tc);
@@ -558,6 +591,7 @@ static void read_exited(snap_t *s)
             continue;
         for (unsigned c = 0; c < TC_MAX_CLASSES; c++)
             add_tc_counts(o, c, e.totals[c].nrequests, e.totals[c].nmisses);
+        add_samples(&o->samples, &e.samples);
     }
 }
 
@@ -778,8 +812,6 @@ static const char *const unavailable[] = {
     "types",
     "nodes",
     "arenas.<i>.tcache_bytes (only the thread caches' part: thread_cache_bytes)",
-    "arenas.<i>.page_runs.longest_list",
-    "arenas.<i>.slow_*_samples",
 };
 #define NUNAVAILABLE (sizeof(unavailable) / sizeof(unavailable[0]))
 
@@ -844,9 +876,14 @@ static void print_text(const snap_t *s)
                o->arena_lock.n_acquired, o->arena_lock.n_contended, o->arena_lock.wait_ns_total);
         printf("      bin_locks: num_ops %" PRIu64 " num_wait %" PRIu64 " total_wait_ns %" PRIu64 "\n",
                o->bins_locks.n_acquired, o->bins_locks.n_contended, o->bins_locks.wait_ns_total);
-        printf("      free_runs:\n      %-10s %10s %10s\n", "state", "runs", "pages");
+        printf("      slow_alloc_samples: %" PRIu64 "\n      slow_alloc_cycles_per_call: %.3f\n"
+               "      slow_free_samples: %" PRIu64 "\n      slow_free_cycles_per_call: %.3f\n",
+               o->samples.alloc_n, ratio(o->samples.alloc_cycles, o->samples.alloc_n), o->samples.free_n,
+               ratio(o->samples.free_cycles, o->samples.free_n));
+        printf("      free_runs:\n      %-10s %10s %10s %13s\n", "state", "runs", "pages", "longest_list");
         for (int st = 0; st < RUN_NSTATES; st++)
-            printf("      %-10s %10" PRIu64 " %10" PRIu64 "\n", state_names[st], o->runs[st], o->run_pages[st]);
+            printf("      %-10s %10" PRIu64 " %10" PRIu64 " %13" PRIu64 "\n", state_names[st], o->runs[st],
+                   o->run_pages[st], o->longest_list[st]);
         printf("      bins:\n      %-10s %6s %6s %12s %12s %12s %10s %10s %10s %6s %10s %10s\n", "size", "phase",
                "typed", "nmalloc", "ndalloc", "nrequests", "curregs", "curslabs", "nslabs", "util", "nfills",
                "nflushes");
@@ -945,12 +982,16 @@ static void print_json(const snap_t *s)
                ",\"nmalloc_large\":%" PRIu64 ",\"ndalloc_large\":%" PRIu64,
                o->small_allocated, o->large_allocated, o->thread_cache_bytes, o->nmalloc_small, o->nfree_small,
                o->nrequests_small, o->nmalloc_large, o->nfree_large);
+        printf(",\"slow_alloc_samples\":%" PRIu64 ",\"slow_alloc_cycles_per_call\":%.3f,\"slow_free_samples\":%" PRIu64
+               ",\"slow_free_cycles_per_call\":%.3f",
+               o->samples.alloc_n, ratio(o->samples.alloc_cycles, o->samples.alloc_n), o->samples.free_n,
+               ratio(o->samples.free_cycles, o->samples.free_n));
         printf(",\"purge_passes\":%" PRIu64 ",\"purged_lazy_pages\":%" PRIu64 ",\"purged_pages\":%" PRIu64
                ",\"page_runs\":{\"searches\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"free_runs\":[",
                o->npurge_passes, o->npurged_lazy, o->npurged_now, o->nsearches, o->nsearch_hits);
         for (int st = 0; st < RUN_NSTATES; st++)
-            printf("%s{\"state\":\"%s\",\"runs\":%" PRIu64 ",\"pages\":%" PRIu64 "}", st ? "," : "",
-                   state_names[st], o->runs[st], o->run_pages[st]);
+            printf("%s{\"state\":\"%s\",\"runs\":%" PRIu64 ",\"pages\":%" PRIu64 ",\"longest_list\":%" PRIu64 "}",
+                   st ? "," : "", state_names[st], o->runs[st], o->run_pages[st], o->longest_list[st]);
         printf("]},");
         json_lock("arena_lock", &o->arena_lock);
         putchar(',');

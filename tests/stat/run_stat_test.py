@@ -23,6 +23,7 @@ Every tool run has a timeout; a hang fails the test.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,7 @@ class Target:
             self.p.wait()
             check(False, "the target did not exit after its stdin closed")
         check(self.p.returncode == 0, "the target exited with %s" % self.p.returncode)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---- OpenMetrics -----------------------------------------------------------
@@ -229,6 +231,37 @@ def case_formats(tool, target, lib):
               "options: %r" % opts)
         check(isinstance(doc.get("unavailable"), list) and "epoch" in doc["unavailable"],
               "--json names what it cannot read")
+
+        # the in-process report, key by key, where the tool reports the same
+        # figure (the lock counters too: the report's snapshot took the
+        # last locks before the target went idle)
+        inproc = json.load(open(t.file + ".json"))["dpmalloc"]
+        check(doc["options"] == inproc["options"],
+              "options differ: %r" % {k: (v, doc["options"].get(k)) for k, v in inproc["options"].items()
+                                      if doc["options"].get(k) != v})
+        same = ("name", "manual", "nthreads", "dirty_decay_ms", "muzzy_decay_ms", "node", "mapped", "reserved",
+                "segments", "pactive", "pdirty", "pmuzzy", "pclean", "small_allocated", "large_allocated",
+                "nmalloc_small", "ndalloc_small", "nmalloc_large", "ndalloc_large", "purge_passes",
+                "purged_lazy_pages", "purged_pages", "slow_alloc_samples", "slow_free_samples",
+                "slow_alloc_cycles_per_call", "slow_free_cycles_per_call", "arena_lock", "bin_locks", "bins", "large")
+        check(sorted(doc["arenas"]) == sorted(inproc["arenas"]),
+              "arenas %s, in-process %s" % (sorted(doc["arenas"]), sorted(inproc["arenas"])))
+        compared = 0
+        for i, theirs in inproc["arenas"].items():
+            mine = doc["arenas"].get(i, {})
+            for k in same:
+                compared += 1
+                check(mine.get(k) == theirs.get(k), "arena %s %s: tool %r, in-process %r" % (i, k, mine.get(k),
+                                                                                          theirs.get(k)))
+            pr_mine, pr_theirs = mine.get("page_runs", {}), theirs["page_runs"]
+            for k in ("searches", "hits", "free_runs"):
+                compared += 1
+                check(pr_mine.get(k) == pr_theirs[k], "arena %s page_runs.%s: tool %r, in-process %r" %
+                      (i, k, pr_mine.get(k), pr_theirs[k]))
+        samples = [a["slow_alloc_samples"] for a in doc["arenas"].values()]
+        print("%d arena figures equal to dpm_stats_print's (slow_alloc_samples: %s)" % (compared, samples))
+        if "stats_cycles:true" in os.environ.get("DPMALLOC_CONF", ""):
+            check(sum(samples) > 0, "stats_cycles:true and no slow-path sample read")
 
         # the same through /proc/PID/mem
         rc, out, err = run_tool(tool, ["--proc-mem", "--json", str(t.pid)])

@@ -2,7 +2,8 @@
  * stat_target.c - a process for dpmalloc-stat to read (tests/stat/
  * run_stat_test.py). It lets any process of its user read it (Yama
  * ptrace_scope 1), allocates a known pattern, writes what dpm_ctl says of
- * itself to a file, prints "ready" and waits until its stdin closes.
+ * itself to a file (dpm_ctl's figures in FILE, dpm_stats_print's JSON in
+ * FILE.json), prints "ready" and waits until its stdin closes.
  *
  *   stat_target pattern FILE   4 threads x 250 blocks of 100 bytes, 10
  *                              blocks of 1 MiB (the threads stay alive),
@@ -39,6 +40,7 @@
 
 static int (*ctl)(const char *, void *, size_t *, void *, size_t);
 static void *(*malloc_typed)(const char *, size_t, size_t);
+static void (*stats_print)(void (*)(void *, const char *), void *, const char *);
 static void (*free_any)(void *);
 static volatile int stop;
 static pthread_barrier_t hold;
@@ -74,6 +76,14 @@ static void *churn(void *arg)
     for (int k = 0; k < 256; k++)
         free(slots[k]);
     return NULL;
+}
+
+static void write_piece(void *opaque, const char *text)
+{
+    int fd = *(int *)opaque;
+    size_t n = strlen(text);
+    if (write(fd, text, n) != (ssize_t)n)
+        abort();
 }
 
 /* Until stdin closes; read(2) allocates nothing (getchar's buffer would). */
@@ -168,6 +178,17 @@ static void report(const char *path)
         perror(path);
         exit(1);
     }
+    /* and the in-process report (JSON) to FILE.json: its callback
+     * writes with write(2), allocating nothing */
+    char json[4096 + 8];
+    snprintf(json, sizeof(json), "%s.json", path);
+    fd = open(json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        perror(json);
+        exit(1);
+    }
+    stats_print(write_piece, &fd, "J");
+    close(fd);
 }
 
 int main(int argc, char **argv)
@@ -181,7 +202,9 @@ int main(int argc, char **argv)
     ctl = (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT, "dpm_ctl");
     malloc_typed = (void *(*)(const char *, size_t, size_t))dlsym(RTLD_DEFAULT, "dpm_malloc_typed");
     free_any = (void (*)(void *))dlsym(RTLD_DEFAULT, "dpm_free");
-    if (ctl == NULL || malloc_typed == NULL || free_any == NULL) {
+    stats_print = (void (*)(void (*)(void *, const char *), void *, const char *))dlsym(RTLD_DEFAULT,
+                                                                                       "dpm_stats_print");
+    if (ctl == NULL || malloc_typed == NULL || free_any == NULL || stats_print == NULL) {
         fprintf(stderr, "stat_target: dpm_ctl not found: run with LD_PRELOAD=libdpmalloc.so\n");
         return 1;
     }
@@ -189,6 +212,7 @@ int main(int argc, char **argv)
     ctl = dpm_ctl;
     malloc_typed = dpm_malloc_typed;
     free_any = dpm_free;
+    stats_print = dpm_stats_print;
 #endif
     pthread_barrier_init(&hold, NULL, 5);
     pthread_t th[4];
@@ -202,6 +226,14 @@ int main(int argc, char **argv)
             abort();
         memset(big[i], 2, 4096);
     }
+    /* slow paths (cache fills and flushes), for the cycle samples of
+     * stats_cycles:true: 20000 blocks of 3 classes held, then freed */
+    static void *burst[20000];
+    for (int i = 0; i < 20000; i++)
+        if ((burst[i] = malloc(512 + 512 * (size_t)(i % 3))) == NULL)
+            abort();
+    for (int i = 0; i < 20000; i++)
+        free(burst[i]);
     /* large blocks freed: they wait in a CPU's large cache (counted in
      * stats.tcache_bytes) */
     for (int i = 0; i < 3; i++) {
