@@ -4,6 +4,7 @@
  * run a page source's callback) after it is released.
  */
 #include "transfer.h"
+#include "anchor_ref.h"
 #include "base.h"
 #include "os.h"
 
@@ -158,7 +159,6 @@ void transfer_postfork_child(void)
 }
 
 /* For dpmalloc-stat (anchor.h): where each stack's count is. */
-#include "anchor_ref.h"
 extern const anchor_array_t anchor_ref_transfer;
 const anchor_array_t anchor_ref_transfer = {classes, sizeof(transfer_class_t), offsetof(transfer_class_t, n),
                                             TRANSFER_NSTACKS};

@@ -3,6 +3,7 @@
  * typed_cache.h).
  */
 #include "typed_cache.h"
+#include "anchor_ref.h"
 #include "base.h"
 #include "error.h"
 #include "rseq.h"
@@ -227,7 +228,6 @@ void typed_caches_postfork_child(void)
 }
 
 /* For dpmalloc-stat (anchor.h): where each stash's counts are. */
-#include "anchor_ref.h"
 extern const anchor_ptr_table_t anchor_ref_typed_stashes;
 const anchor_ptr_table_t anchor_ref_typed_stashes = {(const void *const *)stashes, TYPED_STASH_CPUS,
                                                       offsetof(typed_stash_t, n)};
