@@ -33,4 +33,5 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .large_ncpus = &anchor_ref_large_ncpus,
     .transfer = &anchor_ref_transfer,
     .typed_stashes = &anchor_ref_typed_stashes,
+    .types = &anchor_ref_types,
 };

@@ -24,6 +24,7 @@
 #include "tcache.h"
 #include "transfer.h"
 #include "typed_cache.h"
+#include "types.h"
 
 #define DPM_ANCHOR_MAGIC 0x524f48434e414d44ull   /* "DMANCHOR" little-endian */
 #define DPM_ANCHOR_LAYOUT 1u                      /* raised when the anchor itself changes */
@@ -100,6 +101,7 @@ typedef struct dpm_anchor {
     const unsigned *const *large_ncpus;
     const anchor_array_t *transfer;             /* transfer.c: the stacks' counts */
     const anchor_ptr_table_t *typed_stashes;    /* typed_cache.c: each stash's n[NSMALL] (uint8_t) */
+    const anchor_types_t *types;                /* types.c: the type-tag registry */
 } dpm_anchor_t;
 
 /* The references, defined beside their counters. */
@@ -114,6 +116,7 @@ extern large_cache_t *const *const anchor_ref_large_caches;
 extern const unsigned *const anchor_ref_large_ncpus;
 extern const anchor_array_t anchor_ref_transfer;
 extern const anchor_ptr_table_t anchor_ref_typed_stashes;
+extern const anchor_types_t anchor_ref_types;
 
 
 #endif

@@ -22,6 +22,18 @@ typedef struct anchor_ptr_table {
     uint32_t count, field;
 } anchor_ptr_table_t;
 
+/* The type-tag registry (types.c): names, and per CPU a row of counts
+ * per type id; the offsets of each count in a type's record. */
+typedef struct anchor_types {
+    const void *names;                 /* [max_types] records of name_stride bytes, the name at 0 */
+    const unsigned *ntypes;            /* ids below it are in use (0: untyped) */
+    const void *const *rows;           /* [row_slots] rows, NULL or 1 (being made) if none */
+    const unsigned *rows_end;
+    const void *spill_row;             /* counts made while a CPU had no row */
+    uint32_t name_stride, max_types, row_slots, counts_stride;
+    uint32_t nalloc, nfree, bytes_alloc, bytes_freed;   /* offsets in a record */
+} anchor_types_t;
+
 struct dpm_anchor;
 extern const struct dpm_anchor dpmalloc_stat_anchor;
 

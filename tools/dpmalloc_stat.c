@@ -347,6 +347,8 @@ typedef struct snap {
     arena_row_t *arenas;     /* nexisting rows */
     unsigned noptions;
     opt_row_t *options;      /* noptions rows (the options in effect) */
+    unsigned ntypes;
+    type_stats_t *types;     /* ntypes rows: ids 1.. */
 } snap_t;
 
 static dpm_anchor_t anchor;
@@ -725,8 +727,60 @@ static void read_options(snap_t *s)
     free(d);
 }
 
+/* Sums one count of type id over the rows (and the spill row). */
+static uint64_t type_sum(const anchor_types_t *t, const uintptr_t *rows, unsigned nrows, uintptr_t spill, unsigned id,
+                         uint32_t field)
+{
+    uint64_t sum = 0, v = 0;
+    uintptr_t off = (uintptr_t)id * t->counts_stride + field;
+    if (rread(spill + off, &v, sizeof(v)) == 0)
+        sum += v;
+    for (unsigned r = 0; r < nrows; r++)
+        if (aligned(rows[r], CACHELINE) && rread(rows[r] + off, &v, sizeof(v)) == 0)
+            sum += v;
+    return sum;
+}
+
+/* The type-tag table: like type_snapshot, every row's frees before every
+ * row's allocations, so that a block freed in the sums was allocated in
+ * them (nfree <= nalloc). */
+static void read_types(snap_t *s)
+{
+    anchor_types_t t;
+    unsigned n = 0, end = 0;
+    if (rread((uintptr_t)anchor.types, &t, sizeof(t)) != 0 || t.max_types != MAX_TYPES ||
+        t.row_slots != TYPE_CPU_SLOTS || t.name_stride < TYPE_NAME_MAX || t.counts_stride < 4 * sizeof(uint64_t) ||
+        rread((uintptr_t)t.ntypes, &n, sizeof(n)) != 0 || rread((uintptr_t)t.rows_end, &end, sizeof(end)) != 0)
+        return;
+    if (n > MAX_TYPES)
+        n = MAX_TYPES;
+    if (end > TYPE_CPU_SLOTS)
+        end = TYPE_CPU_SLOTS;
+    static uintptr_t rows[TYPE_CPU_SLOTS];
+    if (n <= 1 || (end > 0 && rread((uintptr_t)t.rows, rows, end * sizeof(rows[0])) != 0))
+        return;
+    s->types = calloc(n, sizeof(*s->types));
+    if (s->types == NULL)
+        return;
+    for (unsigned id = 1; id < n; id++) {
+        type_stats_t *o = &s->types[s->ntypes];
+        if (!rstring((uintptr_t)t.names + (uintptr_t)id * t.name_stride, o->name, TYPE_NAME_MAX))
+            continue;
+        uint64_t nfree = type_sum(&t, rows, end, (uintptr_t)t.spill_row, id, t.nfree);
+        uint64_t freed = type_sum(&t, rows, end, (uintptr_t)t.spill_row, id, t.bytes_freed);
+        uint64_t nalloc = type_sum(&t, rows, end, (uintptr_t)t.spill_row, id, t.nalloc);
+        uint64_t bytes = type_sum(&t, rows, end, (uintptr_t)t.spill_row, id, t.bytes_alloc);
+        o->nalloc = nalloc;
+        o->nfree = nfree <= nalloc ? nfree : nalloc;
+        o->live_blocks = o->nalloc - o->nfree;
+        o->live_bytes = bytes >= freed ? bytes - freed : 0;
+        s->ntypes++;
+    }
+}
+
 static void snap_free(snap_t *s)
 {
+    free(s->types);
     free(s->options);
     free(s->arenas);
     memset(s, 0, sizeof(*s));
@@ -775,6 +829,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->large_cache_bytes = read_large_caches();
     s->typed_cache_bytes = read_typed_stashes();
     read_options(s);
+    read_types(s);
     s->metadata = read_size(anchor.metadata_bytes);
     s->guarded_total = read_size(anchor.guarded_total);
     s->guarded_live = read_size(anchor.guarded_live);
@@ -809,7 +864,6 @@ static double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0.0 : (double)a / 
 /* Figures the in-process report has that are not read from outside. */
 static const char *const unavailable[] = {
     "epoch",
-    "types",
     "nodes",
     "arenas.<i>.tcache_bytes (only the thread caches' part: thread_cache_bytes)",
 };
@@ -835,6 +889,12 @@ static void print_text(const snap_t *s)
             printf("    %s: %" PRId64 "\n", o->name, o->i);
         else
             printf("    %s: %" PRIu64 "\n", o->name, (uint64_t)o->i);
+    }
+    printf("  types:\n  %-20s %12s %12s %12s %12s\n", "type", "live_bytes", "live_blocks", "nalloc", "nfree");
+    for (unsigned k = 0; k < s->ntypes; k++) {
+        const type_stats_t *t = &s->types[k];
+        printf("  %-20s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\n", t->name, t->live_bytes,
+               t->live_blocks, t->nalloc, t->nfree);
     }
     printf("  totals:\n");
     printf("    allocated: %" PRIu64 "\n    active: %" PRIu64 "\n    resident: %" PRIu64 "\n", s->allocated,
@@ -956,7 +1016,15 @@ static void print_json(const snap_t *s)
         else
             printf("%" PRIu64, (uint64_t)o->i);
     }
-    printf("},");
+    printf("},\"types\":[");
+    for (unsigned k = 0; k < s->ntypes; k++) {
+        const type_stats_t *t = &s->types[k];
+        printf("%s{\"type\":", k ? "," : "");
+        json_str(t->name);
+        printf(",\"live_bytes\":%" PRIu64 ",\"live_blocks\":%" PRIu64 ",\"nalloc\":%" PRIu64 ",\"nfree\":%" PRIu64 "}",
+               t->live_bytes, t->live_blocks, t->nalloc, t->nfree);
+    }
+    printf("],");
     printf("\"totals\":{\"allocated\":%" PRIu64 ",\"active\":%" PRIu64 ",\"resident\":%" PRIu64
            ",\"mapped\":%" PRIu64 ",\"retained\":%" PRIu64 ",\"reserved\":%" PRIu64 ",\"metadata\":%" PRIu64
            ",\"tcache_bytes\":%" PRIu64 ",\"thread_cache_bytes\":%" PRIu64 ",\"cpu_cache_bytes\":%" PRIu64
@@ -1163,6 +1231,35 @@ static void om_locks(const snap_t *s, const char *name, int which)
     }
 }
 
+/* A label value as OpenMetrics writes it: backslash, double quote and
+ * newline escaped. */
+static void om_escape(char *out, size_t cap, const char *in)
+{
+    size_t o = 0;
+    for (; *in != '\0' && o + 3 < cap; in++) {
+        if (*in == '\\' || *in == '"')
+            out[o++] = '\\', out[o++] = *in;
+        else if (*in == '\n')
+            out[o++] = '\\', out[o++] = 'n';
+        else
+            out[o++] = *in;
+    }
+    out[o] = '\0';
+}
+
+/* Per type: live bytes (0), live blocks (1), allocations (2), frees (3). */
+static void om_types(const snap_t *s, const char *name, const char *suffix, int which)
+{
+    for (unsigned k = 0; k < s->ntypes; k++) {
+        const type_stats_t *t = &s->types[k];
+        char esc[2 * TYPE_NAME_MAX + 4], labels[2 * TYPE_NAME_MAX + 16];
+        om_escape(esc, sizeof(esc), t->name);
+        snprintf(labels, sizeof(labels), "type=\"%s\"", esc);
+        om_sample(name, suffix, labels,
+                  which == 0 ? t->live_bytes : which == 1 ? t->live_blocks : which == 2 ? t->nalloc : t->nfree);
+    }
+}
+
 static void print_openmetrics(const snap_t *s)
 {
     om_family("build", "info", NULL, "Version of the dpmalloc library the process runs, and its front end (stats.front_end).");
@@ -1202,6 +1299,15 @@ static void print_openmetrics(const snap_t *s)
     om_sample("guarded_samples", "_total", "", s->guarded_total);
     om_family("guarded_live", "gauge", NULL, "Sampled blocks live now (stats.guarded.live).");
     om_sample("guarded_live", "", "", s->guarded_live);
+
+    om_family("type_live_bytes", "gauge", "bytes", "Bytes of live blocks of the type (typed allocation).");
+    om_types(s, "type_live_bytes", "", 0);
+    om_family("type_live_blocks", "gauge", NULL, "Live blocks of the type.");
+    om_types(s, "type_live_blocks", "", 1);
+    om_family("type_allocs", "counter", NULL, "Blocks allocated under the type's name.");
+    om_types(s, "type_allocs", "_total", 2);
+    om_family("type_frees", "counter", NULL, "Blocks of the type freed.");
+    om_types(s, "type_frees", "_total", 3);
 
     om_per_arena(s, "arena_mapped_bytes", "gauge", "bytes", "Bytes of the arena's segments (stats.arenas.<i>.mapped).",
                  arena_mapped);

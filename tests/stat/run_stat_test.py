@@ -236,6 +236,9 @@ def case_formats(tool, target, lib):
         # figure (the lock counters too: the report's snapshot took the
         # last locks before the target went idle)
         inproc = json.load(open(t.file + ".json"))["dpmalloc"]
+        check(doc["types"] == inproc["types"], "types: tool %r, in-process %r" % (doc["types"], inproc["types"]))
+        check(any(t["type"] == "stat_test" and t["live_blocks"] == 4 and t["nalloc"] == 8 for t in doc["types"]),
+              "the type stat_test: 8 allocated, 4 live: %r" % doc["types"])
         check(doc["options"] == inproc["options"],
               "options differ: %r" % {k: (v, doc["options"].get(k)) for k, v in inproc["options"].items()
                                       if doc["options"].get(k) != v})
@@ -285,7 +288,8 @@ def case_formats(tool, target, lib):
         for name in ("dpmalloc_allocated_bytes", "dpmalloc_active_bytes", "dpmalloc_resident_bytes",
                      "dpmalloc_mapped_bytes", "dpmalloc_retained_bytes", "dpmalloc_metadata_bytes",
                      "dpmalloc_cache_bytes", "dpmalloc_arena_pages", "dpmalloc_bin_mallocs",
-                     "dpmalloc_bin_live_blocks", "dpmalloc_large_live_blocks", "dpmalloc_arena_purged_pages"):
+                     "dpmalloc_bin_live_blocks", "dpmalloc_large_live_blocks", "dpmalloc_arena_purged_pages",
+                     "dpmalloc_type_live_bytes"):
             check(name in fams, "--openmetrics has no family %s" % name)
         if "dpmalloc_allocated_bytes" in fams:
             v = fams["dpmalloc_allocated_bytes"]["samples"].get("")
