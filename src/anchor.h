@@ -71,7 +71,15 @@
 #define ANCHOR_ABI_32 ANCHOR_MIX(ANCHOR_ABI_31, offsetof(tcache_t, arena))
 #define ANCHOR_ABI_33 ANCHOR_MIX(ANCHOR_ABI_32, offsetof(large_cache_t, bytes))
 #define ANCHOR_ABI_34 ANCHOR_MIX(ANCHOR_ABI_33, offsetof(opt_desc_t, value))
-#define DPM_ANCHOR_ABI ANCHOR_ABI_34
+#define ANCHOR_ABI_35 ANCHOR_MIX(ANCHOR_ABI_34, sizeof(anchor_array_t))
+#define ANCHOR_ABI_36 ANCHOR_MIX(ANCHOR_ABI_35, sizeof(anchor_ptr_table_t))
+#define ANCHOR_ABI_37 ANCHOR_MIX(ANCHOR_ABI_36, sizeof(anchor_types_t))
+#define ANCHOR_ABI_38 ANCHOR_MIX(ANCHOR_ABI_37, MAX_TYPES)
+#define ANCHOR_ABI_39 ANCHOR_MIX(ANCHOR_ABI_38, TYPE_NAME_MAX)
+#define ANCHOR_ABI_40 ANCHOR_MIX(ANCHOR_ABI_39, TYPE_CPU_SLOTS)
+#define ANCHOR_ABI_41 ANCHOR_MIX(ANCHOR_ABI_40, TYPED_STASH_SLOTS)
+#define ANCHOR_ABI_42 ANCHOR_MIX(ANCHOR_ABI_41, RUNS_NFL * 1000 + RUNS_NSL)
+#define DPM_ANCHOR_ABI ANCHOR_ABI_42
 
 typedef struct dpm_anchor {
     uint64_t magic;                   /* DPM_ANCHOR_MAGIC */
