@@ -60,6 +60,7 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .typed_stashes = AT(16),
     .opt_table = AT(17),
     .opt_table_len = AT(18),
+    .types = AT(19),
 #endif
 };
 
