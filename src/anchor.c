@@ -34,4 +34,6 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .transfer = &anchor_ref_transfer,
     .typed_stashes = &anchor_ref_typed_stashes,
     .types = &anchor_ref_types,
+    .numa_nnodes = &anchor_ref_numa_nnodes,
+    .numa_node_ncpus = &anchor_ref_numa_node_ncpus,
 };

@@ -20,6 +20,7 @@
 #include "cpu_cache.h"
 #include "global.h"
 #include "large_cache.h"
+#include "numa.h"
 #include "sizeclass.h"
 #include "tcache.h"
 #include "transfer.h"
@@ -79,7 +80,8 @@
 #define ANCHOR_ABI_40 ANCHOR_MIX(ANCHOR_ABI_39, TYPE_CPU_SLOTS)
 #define ANCHOR_ABI_41 ANCHOR_MIX(ANCHOR_ABI_40, TYPED_STASH_SLOTS)
 #define ANCHOR_ABI_42 ANCHOR_MIX(ANCHOR_ABI_41, RUNS_NFL * 1000 + RUNS_NSL)
-#define DPM_ANCHOR_ABI ANCHOR_ABI_42
+#define ANCHOR_ABI_43 ANCHOR_MIX(ANCHOR_ABI_42, NUMA_MAX_NODES)
+#define DPM_ANCHOR_ABI ANCHOR_ABI_43
 
 typedef struct dpm_anchor {
     uint64_t magic;                   /* DPM_ANCHOR_MAGIC */
@@ -110,6 +112,8 @@ typedef struct dpm_anchor {
     const anchor_array_t *transfer;             /* transfer.c: the stacks' counts */
     const anchor_ptr_table_t *typed_stashes;    /* typed_cache.c: each stash's n[NSMALL] (uint8_t) */
     const anchor_types_t *types;                /* types.c: the type-tag registry */
+    const unsigned *const *numa_nnodes;         /* numa.c */
+    const uint16_t *const *numa_node_ncpus;     /* [NUMA_MAX_NODES] */
 } dpm_anchor_t;
 
 /* The references, defined beside their counters. */
@@ -125,6 +129,8 @@ extern const unsigned *const anchor_ref_large_ncpus;
 extern const anchor_array_t anchor_ref_transfer;
 extern const anchor_ptr_table_t anchor_ref_typed_stashes;
 extern const anchor_types_t anchor_ref_types;
+extern const unsigned *const anchor_ref_numa_nnodes;
+extern const uint16_t *const anchor_ref_numa_node_ncpus;
 
 
 #endif

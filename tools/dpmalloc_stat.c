@@ -349,6 +349,8 @@ typedef struct snap {
     opt_row_t *options;      /* noptions rows (the options in effect) */
     unsigned ntypes;
     type_stats_t *types;     /* ntypes rows: ids 1.. */
+    unsigned nnodes;         /* NUMA nodes (0: unreadable) */
+    uint16_t node_ncpus[NUMA_MAX_NODES];
 } snap_t;
 
 static dpm_anchor_t anchor;
@@ -778,6 +780,39 @@ static void read_types(snap_t *s)
     }
 }
 
+static void read_nodes(snap_t *s)
+{
+    unsigned n = 0;
+    uintptr_t at = rptr((uintptr_t)anchor.numa_nnodes);
+    if (at == 0 || rread(at, &n, sizeof(n)) != 0 || n == 0 || n > NUMA_MAX_NODES ||
+        rread(rptr((uintptr_t)anchor.numa_node_ncpus), s->node_ncpus, sizeof(s->node_ncpus)) != 0)
+        return;
+    s->nnodes = n;
+}
+
+/* Per NUMA node: its CPUs and the figures of its node arena (-1 and
+ * zeros for a node whose arena was never made), as in print_nodes. */
+typedef struct node_row {
+    int64_t arena;
+    uint64_t mapped, active, resident, reserved;
+} node_row_t;
+
+static node_row_t node_of(const snap_t *s, unsigned n)
+{
+    node_row_t r = {-1, 0, 0, 0, 0};
+    for (unsigned i = 0; i < s->nexisting; i++) {
+        const arena_row_t *o = &s->arenas[i];
+        if (o->node != (int)n)
+            continue;
+        r.arena = o->index;
+        r.mapped += o->mapped;
+        r.reserved += o->reserved;
+        r.active += o->pactive * anchor.page;
+        r.resident += (o->pactive + o->pdirty + o->pmuzzy) * anchor.page;
+    }
+    return r;
+}
+
 static void snap_free(snap_t *s)
 {
     free(s->types);
@@ -830,6 +865,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->typed_cache_bytes = read_typed_stashes();
     read_options(s);
     read_types(s);
+    read_nodes(s);
     s->metadata = read_size(anchor.metadata_bytes);
     s->guarded_total = read_size(anchor.guarded_total);
     s->guarded_live = read_size(anchor.guarded_live);
@@ -864,7 +900,6 @@ static double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0.0 : (double)a / 
 /* Figures the in-process report has that are not read from outside. */
 static const char *const unavailable[] = {
     "epoch",
-    "nodes",
     "arenas.<i>.tcache_bytes (only the thread caches' part: thread_cache_bytes)",
 };
 #define NUNAVAILABLE (sizeof(unavailable) / sizeof(unavailable[0]))
@@ -909,6 +944,13 @@ static void print_text(const snap_t *s)
            s->typed_cache_bytes);
     printf("    guarded_total: %" PRIu64 "\n    guarded_live: %" PRIu64 "\n    narenas: %u\n    thread_caches: %u\n",
            s->guarded_total, s->guarded_live, s->narenas, s->nthread_caches);
+    printf("  nodes:\n    nnodes: %u\n", s->nnodes);
+    for (unsigned n = 0; n < s->nnodes; n++) {
+        node_row_t r = node_of(s, n);
+        printf("    node %u:\n      node_cpus: %u\n      arena: %" PRId64 "\n      mapped: %" PRIu64
+               "\n      active: %" PRIu64 "\n      resident: %" PRIu64 "\n      reserved: %" PRIu64 "\n",
+               n, s->node_ncpus[n], r.arena, r.mapped, r.active, r.resident, r.reserved);
+    }
     printf("  arenas:\n");
     for (unsigned i = 0; i < s->nexisting; i++) {
         const arena_row_t *o = &s->arenas[i];
@@ -1035,6 +1077,14 @@ static void print_json(const snap_t *s)
            s->thread_cache_bytes, s->cpu_cache_bytes, s->transfer_bytes, s->large_cache_bytes, s->typed_cache_bytes,
            s->guarded_total,
            s->guarded_live, s->narenas, s->nthread_caches);
+    printf("\"nodes\":{\"nnodes\":%u", s->nnodes);
+    for (unsigned n = 0; n < s->nnodes; n++) {
+        node_row_t r = node_of(s, n);
+        printf(",\"%u\":{\"node_cpus\":%u,\"arena\":%" PRId64 ",\"mapped\":%" PRIu64 ",\"active\":%" PRIu64
+               ",\"resident\":%" PRIu64 ",\"reserved\":%" PRIu64 "}",
+               n, s->node_ncpus[n], r.arena, r.mapped, r.active, r.resident, r.reserved);
+    }
+    printf("},");
     printf("\"arenas\":{");
     for (unsigned i = 0; i < s->nexisting; i++) {
         const arena_row_t *o = &s->arenas[i];

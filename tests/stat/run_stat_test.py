@@ -236,6 +236,7 @@ def case_formats(tool, target, lib):
         # figure (the lock counters too: the report's snapshot took the
         # last locks before the target went idle)
         inproc = json.load(open(t.file + ".json"))["dpmalloc"]
+        check(doc["nodes"] == inproc["nodes"], "nodes: tool %r, in-process %r" % (doc["nodes"], inproc["nodes"]))
         check(doc["types"] == inproc["types"], "types: tool %r, in-process %r" % (doc["types"], inproc["types"]))
         check(any(t["type"] == "stat_test" and t["live_blocks"] == 4 and t["nalloc"] == 8 for t in doc["types"]),
               "the type stat_test: 8 allocated, 4 live: %r" % doc["types"])
