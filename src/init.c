@@ -25,6 +25,7 @@
 #include "typed_cache.h"
 #include "guarded.h"
 #include "zero_blocks.h"
+#include "anchor_ref.h"
 
 #include <sys/auxv.h>
 #include <sys/random.h>
@@ -250,3 +251,9 @@ __attribute__((constructor(101))) static void init_at_load(void)
 {
     (void)dpm_ready();
 }
+
+/* Every program that links dpmalloc links init.o (dpm_ready's slow path):
+ * this reference takes the anchor of dpmalloc-stat (anchor.c) out of
+ * libdpmalloc.a with it. Data only: nothing reads it. */
+extern const struct dpm_anchor *const anchor_keep;
+const struct dpm_anchor *const anchor_keep = &dpmalloc_stat_anchor;
