@@ -133,6 +133,17 @@ static int h_prof_active(const ctl_call_t *c, const void *arg)
     return err;
 }
 
+static int h_prof_prefix(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *prefix = NULL;
+    if (!prof_on)
+        return ENOENT;
+    if (wants_read(c) || write_in(c, &prefix, sizeof(prefix)) != 1 || prefix == NULL)
+        return EINVAL;
+    return prof_prefix_set(prefix);
+}
+
 static int h_prof_lg_sample(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
@@ -574,6 +585,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"prof.dump", "const char *", "-w", h_prof_dump, NULL},
     {"prof.active", "bool", "rw", h_prof_active, NULL},
     {"prof.lg_sample", "size_t", "r-", h_prof_lg_sample, NULL},
+    {"prof.prefix", "const char *", "-w", h_prof_prefix, NULL},
     {"stats.prof.samples_total", "uint64_t", "r-", h_prof_samples, NULL},
     {"stats.prof.samples_live", "uint64_t", "r-", h_prof_samples, "live"},
     {"arenas.narenas", "unsigned", "r-", h_narenas, NULL},

@@ -203,7 +203,14 @@ static bool init_locked(void)
         (void)prof_init();   /* with a warning, profiling stays off without memory */
     tcache_fill_lookup();
     tcache_init_bin_tags();
-    tcache_set_small_slots_lazy(cpu_caches_init());
+    bool cpu_caches = cpu_caches_init();
+    if (!cpu_caches && prof_on) {
+        /* a thread cache's pops would go uncounted (prof.h): profiled
+         * threads without CPU caches take the counting slow paths */
+        g.tcache_nclasses = 0;
+        tcache_init_bin_tags();
+    }
+    tcache_set_small_slots_lazy(cpu_caches);
     large_caches_init();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;

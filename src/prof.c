@@ -715,15 +715,30 @@ static int write_all(const char *path, const buf_t *b)
     return close(fd) == 0 ? 0 : errno;
 }
 
+int prof_prefix_set(const char *prefix)
+{
+    size_t len = strlen(prefix);
+    if (len + 1 > sizeof(opt.prof_prefix))
+        return EINVAL;
+    mutex_lock(&prof_lock);
+    memcpy(opt.prof_prefix, prefix, len + 1);
+    mutex_unlock(&prof_lock);
+    return 0;
+}
+
 /* <prof_prefix>.<pid>.<seq>.<kind><n>.heap, as jemalloc names its dumps */
 static void default_name(char *out, size_t cap, char kind, uint64_t n)
 {
+    char prefix[sizeof(opt.prof_prefix)];
+    mutex_lock(&prof_lock);
+    memcpy(prefix, opt.prof_prefix, sizeof prefix);
+    mutex_unlock(&prof_lock);
     char pid[24], seq[24], num[24];
     dpm_format_dec(pid, (size_t)getpid());
     dpm_format_dec(seq, (size_t)__atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED));
     dpm_format_dec(num, (size_t)n);
     out[0] = '\0';
-    const char *parts[] = {opt.prof_prefix, ".", pid, ".", seq, ".", NULL, kind == 'f' ? "" : num, ".heap"};
+    const char *parts[] = {prefix, ".", pid, ".", seq, ".", NULL, kind == 'f' ? "" : num, ".heap"};
     char k[2] = {kind, '\0'};
     parts[6] = k;
     size_t len = 0;

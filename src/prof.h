@@ -57,6 +57,10 @@ void prof_active_set(bool on);
  * no allocator lock while it writes. */
 int prof_dump(const char *path);
 
+/* prof.prefix: the prefix of the default dump names from now on; EINVAL
+ * if it does not fit opt.prof_prefix. */
+int prof_prefix_set(const char *prefix);
+
 /* Counters for the stats: samples taken, samples live now. */
 uint64_t prof_samples_total(void);
 uint64_t prof_samples_live(void);
