@@ -57,10 +57,8 @@ static void *large_block(arena_t *a, const large_request_t *req)
  * serves it as a page run of its own, recorded in the profile (prof.h),
  * else NULL: the caller goes on. Only blocks of the automatic arenas are
  * sampled (a manual arena's reset hands back its pages wholesale). */
-static DPM_NOINLINE void *prof_counted(size_t size, size_t align, size_t off, bool zero)
+static DPM_NOINLINE void *prof_sampled(size_t size, size_t align, size_t off, bool zero)
 {
-    if (likely(!prof_tick(size)))
-        return NULL;
     arena_t *a = thread_arena();
     if (a == NULL || a->manual || size > ALLOC_MAX)
         return NULL;
@@ -75,6 +73,10 @@ static DPM_NOINLINE void *prof_counted(size_t size, size_t align, size_t off, bo
         memset(p, JUNK_ALLOC, size);
     prof_record(span_of(p), size);
     return p;
+}
+DPM_INLINE void *prof_counted(size_t size, size_t align, size_t off, bool zero)
+{
+    return likely(!prof_tick(size)) ? NULL : prof_sampled(size, align, off, zero);
 }
 
 /* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
@@ -556,22 +558,10 @@ bool thread_cache_make(void)
     return true;
 }
 
-void *alloc_front_miss(size_t size)
+/* A CPU cache's miss for cached class c: the thread's events, then a
+ * block from the slow half. */
+static void *cpu_front_miss(unsigned c, size_t size)
 {
-    if (tls_thread.cpu_table != cpu_cache_table)
-        return thread_alloc_fast(size);
-    unsigned c = sc_of_size(size);
-    if (c >= g.tcache_nclasses)
-        return alloc_slow(size);
-    if (unlikely(prof_on)) {
-        /* every small malloc of a profiled process comes here (prof.h):
-         * counted, then popped as the inline sequence would have */
-        void *p = prof_counted(size, 1, 0, false);
-        if (p != NULL)
-            return p;
-        if (!opt.numa && cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
-            return cpu_handout(p);
-    }
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     /* the thread's own stashes are trimmed by its events */
@@ -579,6 +569,31 @@ void *alloc_front_miss(size_t size)
         tcache_event(tcache_mine());
     void *sampled = maybe_guarded(size, cpu_cache_fill_count(c));
     return sampled != NULL ? sampled : cpu_class_miss(c, size);
+}
+
+/* prof:true: every small malloc comes here (prof.h), is counted, then
+ * popped as the inline sequence would have. Out of line, so that
+ * alloc_front_miss's frame stays that of the thread cache's fast path. */
+static DPM_NOINLINE void *prof_front_alloc(unsigned c, size_t size)
+{
+    void *p = prof_counted(size, 1, 0, false);
+    if (p != NULL)
+        return p;
+    if (!opt.numa && cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
+        return cpu_handout(p);
+    return cpu_front_miss(c, size);
+}
+
+void *alloc_front_miss(size_t size)
+{
+    if (tls_thread.cpu_table != cpu_cache_table)
+        return thread_alloc_fast(size);
+    unsigned c = sc_of_size(size);
+    if (c >= g.tcache_nclasses)
+        return alloc_slow(size);
+    if (unlikely(prof_on))
+        return prof_front_alloc(c, size);
+    return cpu_front_miss(c, size);
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)

@@ -70,7 +70,7 @@ static uint64_t samples_total, samples_live, samples_dropped;
 static uint64_t dump_seq;       /* the <seq> of file names, per process */
 static uint64_t seed_counter;
 
-static __thread int64_t countdown;
+__thread int64_t prof_countdown;
 static __thread bool countdown_started;
 static __thread uint64_t rng_state;
 static __thread bool inside;     /* sampling on this thread (backtrace may allocate) */
@@ -175,17 +175,14 @@ bool prof_init(void)
 
 /* ---- the sampler --------------------------------------------------------- */
 
-bool prof_tick(size_t size)
+bool prof_tick_due(size_t size)
 {
-    if (unlikely(!countdown_started)) {
-        countdown_started = true;
-        countdown = next_gap();
-    }
-    countdown -= (int64_t)size;
-    if (likely(countdown > 0))
-        return false;
-    countdown = next_gap();
-    return __atomic_load_n(&active, __ATOMIC_RELAXED) && !inside && size != 0;
+    bool first = !countdown_started;
+    countdown_started = true;
+    /* the first count of a thread starts its first gap, as if this
+     * allocation had come just before it */
+    prof_countdown = next_gap();
+    return !first && __atomic_load_n(&active, __ATOMIC_RELAXED) && !inside && size != 0;
 }
 
 static int add_own_range(struct dl_phdr_info *info, size_t len, void *own_base)

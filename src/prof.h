@@ -23,6 +23,7 @@
 #define DPM_PROF_H
 
 #include "span.h"
+#include "util.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,9 +37,17 @@ extern bool prof_on;
 bool prof_init(void);
 
 /* Counts size bytes allocated by this thread; true when this allocation
- * is the sampled one (the caller then serves it by prof_sampled_alloc's
- * rules and calls prof_record). Only where prof_on. */
-bool prof_tick(size_t size);
+ * is the sampled one (the caller then serves it as a page run of its own
+ * and calls prof_record). Only where prof_on. The countdown starts at 0:
+ * a thread's first count draws its first gap. */
+extern __thread int64_t prof_countdown;
+bool prof_tick_due(size_t size);
+DPM_INLINE bool prof_tick(size_t size)
+{
+    if (likely((prof_countdown -= (int64_t)size) > 0))
+        return false;
+    return prof_tick_due(size);
+}
 
 /* Records the sampled block of span s (a large span of its own) for the
  * request of size bytes, with the caller's stack; marks s. */
