@@ -596,10 +596,25 @@ TEST(off_answers_enoent)
     EXPECT_EQ_U(stat_u64("stats.prof.samples_total"), 0);
 }
 
+/* "pprof FILE": the known pattern, dumped to FILE, for pprof to read
+ * (tests/api/prof_pprof.sh) */
+static int pprof_pattern(const char *path)
+{
+    for (int i = 0; i < 32768; i++)
+        big[i] = prof_leak_big();
+    for (int i = 0; i < 512; i++)
+        small_[i] = prof_leak_small();
+    for (int i = 0; i < 131072; i++)
+        prof_churn();
+    return dpm_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "leak-child") == 0)
         return child_leaks();
+    if (argc > 2 && strcmp(argv[1], "pprof") == 0)
+        return pprof_pattern(argv[2]);
     snprintf(dir, sizeof dir, "/tmp/dpm_prof_%d", (int)getpid());
     mkdir(dir, 0700);
     int rc;
