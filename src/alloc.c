@@ -79,6 +79,18 @@ DPM_INLINE void *prof_counted(size_t size, size_t align, size_t off, bool zero)
     return likely(!prof_tick(size)) ? NULL : prof_sampled(size, align, off, zero);
 }
 
+/* prof:true: realloc resized the large block of span s in place to size
+ * bytes, which counts as freeing the old block and allocating the new
+ * one: a sample of the old size is dropped, the new size counted (and
+ * maybe sampled, in place). */
+static DPM_NOINLINE void prof_resized(span_t *s, size_t size)
+{
+    if (s->prof_sampled)
+        prof_forget(s);
+    if (prof_tick(size))
+        prof_record(s, size);
+}
+
 /* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
 
 static __thread uint32_t sample_tick;
@@ -215,13 +227,11 @@ static void *cpu_class_miss(unsigned c, size_t size)
     return p != NULL ? p : fail_nomem();
 }
 
-static void *alloc_slow_body(size_t size)
+static void *alloc_slow_plain(size_t size)
 {
     unsigned c = request_class(size);
     tcache_t *tc = tcache_mine();
     void *sampled;
-    if (unlikely(prof_on) && (sampled = prof_counted(size, 1, 0, false)) != NULL)
-        return sampled;
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table)
         return (sampled = maybe_guarded(size, cpu_cache_fill_count(c))) != NULL ? sampled : cpu_class_miss(c, size);
     /* (a thread without a cache of its own reads none of tcache_empty's
@@ -242,6 +252,28 @@ static void *alloc_slow_body(size_t size)
             return p;
     }
     return alloc_uncached(thread_arena(), c, size, opt.zero);
+}
+
+/* prof:true: the sampled allocation of the slow path. A small one is a
+ * page run of its own (prof_sampled); a large one is whatever the path
+ * gives, recorded. */
+static DPM_NOINLINE void *prof_sampled_slow(size_t size)
+{
+    void *p;
+    if (request_class(size) < NSMALL && (p = prof_sampled(size, 1, 0, false)) != NULL)
+        return p;
+    p = alloc_slow_plain(size);
+    span_t *s = p != NULL ? span_of(p) : NULL;   /* NULL: guard_sample's block */
+    if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base)
+        prof_record(s, size);
+    return p;
+}
+
+static void *alloc_slow_body(size_t size)
+{
+    if (unlikely(prof_on) && unlikely(prof_tick(size)))
+        return prof_sampled_slow(size);
+    return alloc_slow_plain(size);
 }
 
 void *alloc_at_low_water(size_t size, tc_bin_t *b)
@@ -382,10 +414,12 @@ static void free_slow_body(void *p, span_t *s, const char *call)
             arena_bin_flush(&p, 1);
         return;
     }
-    if (s->kind == SPAN_LARGE)
+    if (s->kind == SPAN_LARGE) {
+        if (unlikely(s->prof_sampled))
+            prof_forget(s);
         large_cache_slack_detach(s);   /* cached or freed whole */
-    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && !s->prof_sampled &&
-        large_cache_put(s, large_limits_mine()))
+    }
+    if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s, call);
 }
@@ -402,9 +436,10 @@ static void free_large(void *p, span_t *s, const char *call)
     if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED))
         dpm_misuse(call, p, "double free of");
     DPM_ANN_CLOSE_KEY(p);
+    if (unlikely(s->prof_sampled))
+        prof_forget(s);
     large_cache_slack_detach(s);   /* cached or freed whole */
-    /* a sampled block goes home: its pages fit no request the cache serves */
-    if (tls_state == THREAD_CACHED && likely(!s->prof_sampled) && large_cache_put(s, large_limits_mine()))
+    if (tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s, call);
 }
@@ -643,11 +678,12 @@ void *calloc_impl(size_t n, size_t size)
     }
     if (unlikely(!dpm_ready()) || unlikely(total > ALLOC_MAX))
         return fail_nomem();
-    void *sampled;
-    if (unlikely(prof_on) && (sampled = prof_counted(total, 1, 0, true)) != NULL)
-        return sampled;
     /* Large: bypass the thread cache so that clean pages skip the memset. */
-    return alloc_uncached(thread_arena(), sc_of_size(total), total, true);
+    bool sample = unlikely(prof_on) && prof_tick(total);
+    void *p = alloc_uncached(thread_arena(), sc_of_size(total), total, true);
+    if (unlikely(sample) && p != NULL)
+        prof_record(span_of(p), total);
+    return p;
 }
 
 size_t usable_size_impl(const void *p, const char *call)
@@ -781,7 +817,7 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
      * size would get — a shrink gives its tail back to the page heap, a
      * growth takes the free run after it — and only moves if that fails
      * or the new size is a small one. */
-    if (aligned && s->kind == SPAN_LARGE && likely(!s->prof_sampled)) {   /* a sample moves (prof.h) */
+    if (aligned && s->kind == SPAN_LARGE) {
         bool keep = size <= old && old - size <= size / 4;
         /* slack (large_cache.h): a growth into pages the block has
          * (small sizes too: a block that grows moves to a page run). No
@@ -793,6 +829,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
         if (keep) {
             s->grew |= size > old;
             s->requested = size;
+            if (unlikely(prof_on))
+                prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
@@ -834,6 +872,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
             DPM_ANN_REALLOC_BEGIN(p);
             s->grew = 1;
             s->requested = size;
+            if (unlikely(prof_on))
+                prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             return p;
         }
