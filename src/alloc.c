@@ -55,15 +55,18 @@ static void *large_block(arena_t *a, const large_request_t *req)
 
 /* prof:true: counts a request of size bytes; when it is the sampled one,
  * serves it as a page run of its own, recorded in the profile (prof.h),
- * else NULL: the caller goes on. Only blocks of the automatic arenas are
- * sampled (a manual arena's reset hands back its pages wholesale). */
-static DPM_NOINLINE void *prof_sampled(size_t size, size_t align, size_t off, bool zero)
+ * else NULL: the caller goes on. Only blocks of the automatic arenas and
+ * the NUMA nodes' (never reset) are sampled: a manual arena's reset hands
+ * back its pages wholesale. */
+static bool prof_samples_arena(const arena_t *a) { return a != NULL && (!a->manual || a->node >= 0); }
+
+static DPM_NOINLINE void *prof_sampled_typed(arena_t *a, size_t size, size_t align, size_t off, bool zero,
+                                             uint16_t type)
 {
-    arena_t *a = thread_arena();
-    if (a == NULL || a->manual || size > ALLOC_MAX)
+    if (!prof_samples_arena(a) || size > ALLOC_MAX)
         return NULL;
     int *err = &errno, saved = *err;
-    large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero || opt.zero};
+    large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero || opt.zero, .type_id = type};
     void *p = large_block(a, &req);
     *err = saved;   /* no memory for the sample: the allocation goes on unsampled */
     if (p == NULL)
@@ -73,6 +76,10 @@ static DPM_NOINLINE void *prof_sampled(size_t size, size_t align, size_t off, bo
         memset(p, JUNK_ALLOC, size);
     prof_record(span_of(p), size);
     return p;
+}
+static void *prof_sampled(size_t size, size_t align, size_t off, bool zero)
+{
+    return prof_sampled_typed(thread_arena(), size, align, off, zero, 0);
 }
 DPM_INLINE void *prof_counted(size_t size, size_t align, size_t off, bool zero)
 {
@@ -686,6 +693,15 @@ void *calloc_impl(size_t n, size_t size)
     return p;
 }
 
+/* A block the heap profile sampled reports what the same request would
+ * have had unsampled: a small one its class's bytes (dpm_good_size), not
+ * its page run's. */
+static DPM_NOINLINE size_t prof_block_usable(const span_t *s)
+{
+    unsigned c = request_class(s->requested);
+    return c < NSMALL && sc_size(c) - canary_bytes() <= s->usable ? sc_size(c) - canary_bytes() : span_usable(s);
+}
+
 size_t usable_size_impl(const void *p, const char *call)
 {
     if (p == NULL)
@@ -706,6 +722,8 @@ size_t usable_size_impl(const void *p, const char *call)
     check_not_cached((void *)p, s, call, "use after free of");
     DPM_ANN_KEY_UNPEEK((void *)p);
     DPM_ANN_USABLE(p);
+    if (unlikely(s->prof_sampled))
+        return prof_block_usable(s);
     return span_usable(s);
 }
 
@@ -1146,6 +1164,18 @@ static bool arena_call_ok(size_t size, size_t *align)
     return true;
 }
 
+/* arena_block for the typed calls and the rte_* heaps: under prof:true
+ * counted where the arena's blocks are sampled, the sampled one a page
+ * run of its own with its type tag. */
+static void *arena_block_counted(arena_t *a, size_t size, size_t align, bool zero, uint16_t type)
+{
+    void *p;
+    if (unlikely(prof_on) && prof_samples_arena(a) && prof_tick(size) &&
+        (p = prof_sampled_typed(a, size, align, 0, zero, type)) != NULL)
+        return p;
+    return arena_block(a, size, align, zero, type != 0, type);
+}
+
 static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
 {
     if (!arena_call_ok(size, &align))
@@ -1154,7 +1184,7 @@ static void *typed_alloc(const char *type, size_t size, size_t align, bool zero)
     if (a == NULL)
         return fail_nomem();
     uint16_t id = type_id_of(type);   /* 0 (no name, or the table full): an untyped block */
-    return arena_block(a, size, align, zero, id != 0, id);
+    return arena_block_counted(a, size, align, zero, id);
 }
 
 /* Like arena_block, hands out an annotated block (DPM_ANN_ALLOC): its
@@ -1179,7 +1209,7 @@ void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool
         return fail_nomem();
     if (type == 0 && a == mine)
         return annotated_aligned(size, align, zero);
-    return arena_block(a, size, align, zero, type != 0, type);
+    return arena_block_counted(a, size, align, zero, type);
 }
 
 /* ---- public dpm_ API --------------------------------------------------- */
@@ -1369,7 +1399,7 @@ DPM_EXPORT void *dpm_malloc_arena(unsigned arena, size_t size, size_t align)
         errno = EINVAL;
         return NULL;
     }
-    return arena_block(a, size, align, false, false, 0);
+    return arena_block_counted(a, size, align, false, 0);
 }
 
 DPM_EXPORT int dpm_arena_create_sourced(const char *name, const dpm_page_source_t *src, unsigned *arena)
@@ -1451,7 +1481,7 @@ static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socke
      * the node of the CPU it runs on now */
     if (!on_cpu_caches && tls_arena == a)
         return annotated_aligned(size, align, zero);
-    return arena_block(a, size, align, zero, false, 0);
+    return arena_block_counted(a, size, align, zero, 0);
 }
 
 /* An annotated block (DPM_ANN_ALLOC), as arena_block's. The pop first: a

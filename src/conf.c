@@ -53,7 +53,7 @@ const opt_desc_t opt_table[] = {
     {"prof_active", OPT_BOOL, &opt.prof_active, 0, 1},
     {"prof_final", OPT_BOOL, &opt.prof_final, 0, 1},
     {"prof_leak", OPT_BOOL, &opt.prof_leak, 0, 1},
-    {"lg_prof_sample", OPT_UNSIGNED, &opt.lg_prof_sample, 0, 62},
+    {"lg_prof_sample", OPT_SIZE, &opt.lg_prof_sample, 0, 62},
     {"prof_prefix", OPT_STRING, opt.prof_prefix, 0, sizeof(opt.prof_prefix)},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);

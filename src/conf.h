@@ -55,7 +55,7 @@ typedef struct dpm_opts {
     bool prof_active;                 /* sampling at start (prof.active at run time) */
     bool prof_final;                  /* dump a profile at exit */
     bool prof_leak;                   /* report what is still allocated at exit */
-    unsigned lg_prof_sample;          /* about one sample per 2^this bytes */
+    size_t lg_prof_sample;            /* about one sample per 2^this bytes (jemalloc: size_t) */
     char prof_prefix[256];            /* dump files: <prefix>.<pid>.<seq>.<kind>.heap */
 } CACHE_ALIGNED dpm_opts_t;
 

@@ -118,17 +118,19 @@ static int h_prof_dump(const ctl_call_t *c, const void *arg)
     return prof_dump(path);   /* NULL: the default name */
 }
 
+/* As jemalloc's: reads false without prof:true, where writing true is
+ * ENOENT (nothing can be sampled) and writing false changes nothing. */
 static int h_prof_active(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
-    if (!prof_on)
-        return ENOENT;
-    bool old = prof_active_get(), v;
+    bool old = prof_on && prof_active_get(), v;
     int w = write_in(c, &v, sizeof(v));
     if (w < 0)
         return -w;
+    if (w == 1 && v && !prof_on)
+        return ENOENT;
     int err = read_out(c, &old, sizeof(old));
-    if (err == 0 && w == 1)
+    if (err == 0 && w == 1 && prof_on)
         prof_active_set(v);
     return err;
 }
@@ -147,15 +149,14 @@ static int h_prof_prefix(const ctl_call_t *c, const void *arg)
 static int h_prof_lg_sample(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
-    if (!prof_on)
-        return ENOENT;
     size_t v = opt.lg_prof_sample;
     return read_only(c, &v, sizeof(v));
 }
 
 static int h_prof_samples(const ctl_call_t *c, const void *arg)
 {
-    uint64_t v = arg != NULL ? prof_samples_live() : prof_samples_total();
+    const char *which = arg;
+    uint64_t v = which == NULL ? prof_samples_total() : which[0] == 'l' ? prof_samples_live() : prof_samples_dropped();
     return read_only(c, &v, sizeof(v));
 }
 
@@ -588,6 +589,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"prof.prefix", "const char *", "-w", h_prof_prefix, NULL},
     {"stats.prof.samples_total", "uint64_t", "r-", h_prof_samples, NULL},
     {"stats.prof.samples_live", "uint64_t", "r-", h_prof_samples, "live"},
+    {"stats.prof.samples_dropped", "uint64_t", "r-", h_prof_samples, "dropped"},
     {"arenas.narenas", "unsigned", "r-", h_narenas, NULL},
     {"arenas.nnodes", "unsigned", "r-", h_nnodes, NULL},
     {"arenas.node.#.arena", "unsigned", "r-", h_node, "arena"},

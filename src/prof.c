@@ -79,7 +79,6 @@ static __thread bool inside;     /* sampling on this thread (backtrace may alloc
  * from the program; linked statically, pprof's drop_frames does it) */
 static uintptr_t own_lo[4], own_hi[4];
 static unsigned own_ranges;
-static bool own_ranges_known;
 
 /* ---- arithmetic without libm ------------------------------------------- */
 
@@ -177,12 +176,17 @@ bool prof_init(void)
 
 bool prof_tick_due(size_t size)
 {
-    bool first = !countdown_started;
-    countdown_started = true;
-    /* the first count of a thread starts its first gap, as if this
-     * allocation had come just before it */
+    if (!countdown_started) {
+        /* a thread's first count: its first gap starts at this
+         * allocation, which is sampled if it spans the gap (a thread that
+         * makes one big block is seen) */
+        countdown_started = true;
+        prof_countdown = next_gap() - (int64_t)size;
+        if (prof_countdown > 0)
+            return false;
+    }
     prof_countdown = next_gap();
-    return !first && __atomic_load_n(&active, __ATOMIC_RELAXED) && !inside && size != 0;
+    return __atomic_load_n(&active, __ATOMIC_RELAXED) && !inside && size != 0;
 }
 
 static int add_own_range(struct dl_phdr_info *info, size_t len, void *own_base)
@@ -209,7 +213,22 @@ static void find_own_ranges(void)
     if (dladdr((void *)(uintptr_t)prof_init, &own) != 0 && entry != 0 && dladdr((void *)entry, &program) != 0 &&
         own.dli_fbase != program.dli_fbase)
         dl_iterate_phdr(add_own_range, own.dli_fbase);
-    __atomic_store_n(&own_ranges_known, true, __ATOMIC_RELEASE);
+}
+
+/* Both steps take the loader's lock, and glibc's first backtrace loads
+ * the unwinder with dlopen: done once the heap works (init's end), never
+ * at a sample, which may run while another thread holds that lock in
+ * dlopen and waits for this one (a library constructor waiting for a
+ * thread it started). */
+void prof_prime(void)
+{
+    if (!prof_on)
+        return;
+    inside = true;
+    find_own_ranges();
+    void *one[2];
+    (void)backtrace(one, 2);
+    inside = false;
 }
 
 static bool own_frame(uintptr_t pc)
@@ -257,8 +276,6 @@ void prof_record(span_t *s, size_t size)
 {
     void *raw[PROF_DEPTH + 8];
     inside = true;
-    if (!__atomic_load_n(&own_ranges_known, __ATOMIC_ACQUIRE))
-        find_own_ranges();
     int got = backtrace(raw, PROF_DEPTH + 8);
     inside = false;
     uintptr_t frames[PROF_DEPTH];
@@ -283,8 +300,11 @@ void prof_record(span_t *s, size_t size)
             b->next = free_blocks;
             free_blocks = b;
         }
-        samples_dropped++;
+        bool first = __atomic_fetch_add(&samples_dropped, 1, __ATOMIC_RELAXED) == 0;
         mutex_unlock(&prof_lock);
+        if (first)
+            dpm_warn3("prof: the profile's tables are full (", "256 MiB of stacks and samples",
+                      "): samples are dropped from now on (stats.prof.samples_dropped)");
         return;
     }
     st->live_samples++;
@@ -300,8 +320,8 @@ void prof_record(span_t *s, size_t size)
     block_rec_t **slot = &block_buckets[(s->base >> 12) % BLOCK_BUCKETS];
     b->next = *slot;
     *slot = b;
-    samples_total++;
-    samples_live++;
+    __atomic_add_fetch(&samples_total, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&samples_live, 1, __ATOMIC_RELAXED);
     s->prof_sampled = 1;
     mutex_unlock(&prof_lock);
 }
@@ -327,7 +347,7 @@ void prof_forget(span_t *s)
             b->stack->live_count = b->stack->live_bytes = 0.0;
         b->next = free_blocks;
         free_blocks = b;
-        samples_live--;
+        __atomic_sub_fetch(&samples_live, 1, __ATOMIC_RELAXED);
         break;
     }
     mutex_unlock(&prof_lock);
@@ -337,6 +357,7 @@ bool prof_active_get(void) { return __atomic_load_n(&active, __ATOMIC_RELAXED); 
 void prof_active_set(bool on) { __atomic_store_n(&active, on, __ATOMIC_RELAXED); }
 uint64_t prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
 uint64_t prof_samples_live(void) { return __atomic_load_n(&samples_live, __ATOMIC_RELAXED); }
+uint64_t prof_samples_dropped(void) { return __atomic_load_n(&samples_dropped, __ATOMIC_RELAXED); }
 
 void prof_prefork(void)
 {
@@ -430,6 +451,7 @@ static void pb_message(buf_t *b, unsigned field, buf_t *body)
 
 /* ---- the profile ----------------------------------------------------------- */
 
+#define MAX_MAPPINGS 4096
 typedef struct mapping {
     uintptr_t start, limit, offset;
     uint64_t filename;   /* string index */
@@ -570,9 +592,16 @@ static bool encode_profile(buf_t *out)
     for (unsigned i = 0; i < 8; i++)
         idx[i] = str_add(&strs, names[i]);
     uint64_t space = str_add(&strs, "space");
+    /* the allocator's entry points, and the functions they jump to (a
+     * tail call leaves no frame of the entry point): what pprof cuts
+     * from stacks when dpmalloc is linked statically */
     uint64_t drop = str_add(&strs, "^(malloc|calloc|realloc|free|valloc|pvalloc|memalign|aligned_alloc|"
                                    "posix_memalign|reallocarray|mallocx|rallocx|dpm_.*|rte_.*|operator new.*|"
-                                   "__libc_.*)$");
+                                   "__libc_.*|alloc_front_miss|alloc_slow|alloc_slow_body|alloc_slow_plain|"
+                                   "alloc_at_low_water|prof_front_alloc|prof_sampled|prof_sampled_slow|"
+                                   "prof_resized|prof_record|aligned_at_impl|aligned_small|phased_small|"
+                                   "calloc_impl|realloc_impl|realloc_checked|realloc_general|move_block|"
+                                   "grown_block|heap_alloc_impl|annotated_aligned|typed_alloc|prof_typed)$");
     uint64_t comment = str_add(&strs, "dpmalloc heap profile (" DPMALLOC_VERSION ")");
 
     /* sample types */
@@ -604,8 +633,12 @@ static bool encode_profile(buf_t *out)
         pb_message(out, 2, &inner);
     }
 
-    mapping_t maps[512];
-    size_t nmaps = read_mappings(maps, 512, &strs, &raw);
+    buf_t maps_mem = {0};
+    buf_need(&maps_mem, MAX_MAPPINGS * sizeof(mapping_t));
+    if (maps_mem.failed)
+        goto out;
+    mapping_t *maps = (mapping_t *)maps_mem.p;
+    size_t nmaps = read_mappings(maps, MAX_MAPPINGS, &strs, &raw);
     for (size_t m = 0; m < nmaps; m++) {
         pb_uint(&inner, 1, m + 1);
         pb_uint(&inner, 2, maps[m].start);
@@ -638,6 +671,7 @@ static bool encode_profile(buf_t *out)
     pb_uint(out, 13, comment);
     pb_uint(out, 14, idx[6]);
     ok = !out->failed && !tmp.failed && !inner.failed && !strs.table.failed;
+    buf_free(&maps_mem);
 out:
     buf_free(&snap);
     buf_free(&tmp);
@@ -856,7 +890,7 @@ void prof_at_exit(void)
         default_name(name, sizeof name, 'f', 0);
         int err = dump_to(name);
         if (err != 0)
-            dpm_warn3("prof_final: could not write ", name, strerror(err));
+            dpm_warn3("prof_final: could not write ", name, err == ENOENT ? ": no such directory" : ": write failed");
     }
     if (opt.prof_leak)
         leak_report();

@@ -57,6 +57,10 @@ void prof_record(span_t *s, size_t size);
  * it): drops its record and unmarks s. */
 void prof_forget(span_t *s);
 
+/* After init, when the heap works: finds the allocator's own code and
+ * loads the unwinder (both take the loader's lock; never at a sample). */
+void prof_prime(void);
+
 /* prof.active: sampling on or off at run time (counting goes on). */
 bool prof_active_get(void);
 void prof_active_set(bool on);
@@ -73,6 +77,7 @@ int prof_prefix_set(const char *prefix);
 /* Counters for the stats: samples taken, samples live now. */
 uint64_t prof_samples_total(void);
 uint64_t prof_samples_live(void);
+uint64_t prof_samples_dropped(void);
 
 /* At exit (atexit, registered at init): prof_final's dump, prof_leak's
  * report. */

@@ -18,8 +18,10 @@
 
 #include <dlfcn.h>
 #include <dpmalloc.h>
+#include <dpmalloc/rte_compat.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <limits.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -515,6 +517,75 @@ TEST(stress_threads)
            (long long)sum_for(&prof, "stress_body", 1));
 }
 
+/* Review of issue 22: a thread's first allocation is sampled like any
+ * (on c094345 it never was: 64 threads each keeping one 32 MiB block
+ * showed nothing in use). */
+static void *first_block[16];
+static void *first_alloc_body(void *arg)
+{
+    first_block[(uintptr_t)arg] = malloc((size_t)32 << 20);
+    return NULL;
+}
+
+TEST(first_allocation_of_a_thread_sampled)
+{
+    uint64_t live = stat_u64("stats.prof.samples_live");
+    pthread_t t[16];
+    for (uintptr_t i = 0; i < 16; i++)
+        pthread_create(&t[i], NULL, first_alloc_body, (void *)i);
+    for (int i = 0; i < 16; i++)
+        pthread_join(t[i], NULL);
+    EXPECT(stat_u64("stats.prof.samples_live") >= live + 16, "%llu of 16 first blocks sampled",
+           (unsigned long long)(stat_u64("stats.prof.samples_live") - live));
+    for (int i = 0; i < 16; i++)
+        free(first_block[i]);
+}
+
+/* Review of issue 22: a dump from a thread with the smallest stack (on
+ * c094345 encode_profile kept 16 KiB of mappings on the stack: SIGSEGV). */
+static void *small_stack_dump(void *arg)
+{
+    const char *path = arg;
+    return (void *)(uintptr_t)dpm_ctl("prof.dump", NULL, NULL, &path, sizeof path);
+}
+
+TEST(dump_from_a_small_stack)
+{
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, PTHREAD_STACK_MIN);
+    char path[128];
+    snprintf(path, sizeof path, "%s/small_stack.heap", dir);
+    pthread_t t;
+    void *rc = (void *)1;
+    EXPECT_EQ_I(pthread_create(&t, &at, small_stack_dump, path), 0);
+    pthread_join(t, &rc);
+    EXPECT_EQ_U((uintptr_t)rc, 0);
+    load(path);
+}
+
+/* Review of issue 22: typed rte_malloc on the default heap is counted (on
+ * c094345 a type name took a path that never counted). */
+__attribute__((noinline)) void *prof_leak_typed(void)
+{
+    return dpm_rte_malloc("mbuf_pool", 1024, 0);
+}
+
+TEST(typed_rte_malloc_counted)
+{
+    static void *typed[16384];
+    for (int i = 0; i < 16384; i++)   /* 16 MiB */
+        typed[i] = prof_leak_typed();
+    char path[128];
+    snprintf(path, sizeof path, "%s/typed.heap", dir);
+    const char *pp = path;
+    EXPECT_EQ_I(dpm_ctl("prof.dump", NULL, NULL, &pp, sizeof pp), 0);
+    load(path);
+    EXPECT_NEAR(sum_for(&prof, "prof_leak_typed", 3), 16 << 20, 0.10);
+    for (int i = 0; i < 16384; i++)
+        dpm_rte_free(typed[i]);
+}
+
 static int run_profiled(void)
 {
     char prefix[96];
@@ -526,6 +597,9 @@ static int run_profiled(void)
     RUN(inactive_takes_no_samples);
     RUN(sampled_blocks_behave);
     RUN(stress_threads);
+    RUN(first_allocation_of_a_thread_sampled);
+    RUN(dump_from_a_small_stack);
+    RUN(typed_rte_malloc_counted);
     return test_done();
 }
 
@@ -590,7 +664,19 @@ TEST(off_answers_enoent)
     EXPECT_EQ_I(dpm_ctl("opt.prof", &b, &len, NULL, 0), 0);
     EXPECT_TRUE(!b);
     EXPECT_EQ_I(dpm_ctl("prof.dump", NULL, NULL, NULL, 0), ENOENT);
-    EXPECT_EQ_I(dpm_ctl("prof.active", &b, &len, NULL, 0), ENOENT);
+    const char *pre = "/tmp/x";
+    EXPECT_EQ_I(dpm_ctl("prof.prefix", NULL, NULL, &pre, sizeof pre), ENOENT);
+    /* as jemalloc: prof.active reads false, refuses true, takes false */
+    b = true;
+    EXPECT_EQ_I(dpm_ctl("prof.active", &b, &len, NULL, 0), 0);
+    EXPECT_TRUE(!b);
+    bool on = true, off = false;
+    EXPECT_EQ_I(dpm_ctl("prof.active", NULL, NULL, &on, sizeof on), ENOENT);
+    EXPECT_EQ_I(dpm_ctl("prof.active", NULL, NULL, &off, sizeof off), 0);
+    size_t lg = 0;
+    len = sizeof lg;
+    EXPECT_EQ_I(dpm_ctl("prof.lg_sample", &lg, &len, NULL, 0), 0);
+    EXPECT_EQ_U(lg, 19);
     for (int i = 0; i < 100000; i++)
         prof_churn();
     EXPECT_EQ_U(stat_u64("stats.prof.samples_total"), 0);
@@ -609,6 +695,24 @@ static int pprof_pattern(const char *path)
     return dpm_ctl("prof.dump", NULL, NULL, &path, sizeof path) == 0 ? 0 : 1;
 }
 
+/* Review of issue 22: with every allocation sampled (lg_prof_sample:0),
+ * dpm_usable_size(dpm_malloc(n)) is still dpm_good_size(n), as the header
+ * promises in every configuration (on c094345 a sampled block reported
+ * its page run: 4096 for n = 1). */
+TEST(good_size_kept_by_samples)
+{
+    unsigned bad = 0;
+    for (size_t n = 1; n <= 20000; n += n < 512 ? 1 : 97) {
+        void *p = dpm_malloc(n);
+        if (dpm_usable_size(p) != dpm_good_size(n) && bad++ < 5)
+            fprintf(stderr, "size %zu: usable %zu, good size %zu\n", n, dpm_usable_size(p), dpm_good_size(n));
+        dpm_free(p);
+    }
+    EXPECT_EQ_U(bad, 0);
+    EXPECT(stat_u64("stats.prof.samples_total") > 500, "only %llu samples",
+           (unsigned long long)stat_u64("stats.prof.samples_total"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "leak-child") == 0)
@@ -620,6 +724,9 @@ int main(int argc, char **argv)
     int rc;
     if (argc > 1 && strcmp(argv[1], "final") == 0) {
         RUN(final_dump_and_leak_report);
+        rc = test_done();
+    } else if (argc > 1 && strcmp(argv[1], "good-size") == 0) {
+        RUN(good_size_kept_by_samples);
         rc = test_done();
     } else if (argc > 1 && strcmp(argv[1], "off") == 0) {
         RUN(off_answers_enoent);
