@@ -569,8 +569,10 @@ void thread_front_pick(void)
         cpu = false, keeps_own_cache = true;   /* the kernel refused: asked once */
     bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
     /* on its own cache: the thread makes it now if it ran without one */
-    /* (prof:true: a thread cache's pops would go uncounted, prof.h) */
-    tcache_t *own = !cpu && tls_state == THREAD_CACHED && !prof_on ? tcache_make_own() : NULL;
+    /* (prof:true: a thread cache's pops would go uncounted, prof.h; a
+     * thread bound to a manual arena, which is not sampled, keeps one) */
+    bool counted = prof_on && (tls_arena == NULL || prof_samples_arena(tls_arena));
+    tcache_t *own = !cpu && tls_state == THREAD_CACHED && !counted ? tcache_make_own() : NULL;
     if (own != NULL)
         (void)tcache_ensure_slots(own);
     else if (!cpu && tls_state == THREAD_CACHED)
