@@ -49,6 +49,8 @@ const opt_desc_t opt_table[] = {
     {"slab_sizes", OPT_STRING, opt.slab_sizes, 0, sizeof(opt.slab_sizes)},
     {"pcv_slots", OPT_UNSIGNED, &opt.pcv_slots, 0, 4096},
     {"pcv_size", OPT_SIZE, &opt.pcv_size, (int64_t)64 << 10, (int64_t)256 << 20},
+    {"memory_limit_mb", OPT_SIZE, &opt.memory_limit_mb, 0, (int64_t)1 << 26},
+    {"memory_soft_limit_mb", OPT_SIZE, &opt.memory_soft_limit_mb, 0, (int64_t)1 << 26},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);
 

@@ -50,6 +50,8 @@ typedef struct dpm_opts {
     char slab_sizes[256];             /* as given, for opt.slab_sizes */
     unsigned pcv_slots;               /* per-core variable slots; 0: automatic */
     size_t pcv_size;                  /* bytes of per-core variables per slot */
+    size_t memory_limit_mb;           /* hard memory limit at init (memlimit.h); 0: none */
+    size_t memory_soft_limit_mb;      /* soft memory limit at init; 0: none */
 } CACHE_ALIGNED dpm_opts_t;
 
 extern dpm_opts_t opt;

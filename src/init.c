@@ -24,6 +24,8 @@
 #include "large_cache.h"
 #include "typed_cache.h"
 #include "guarded.h"
+#include "limit_reclaim.h"
+#include "memlimit.h"
 #include "zero_blocks.h"
 
 #include <sys/auxv.h>
@@ -177,6 +179,10 @@ static void reserve_at_start(void)
 static bool init_locked(void)
 {
     conf_init();
+    /* before the first mapping: metadata and arena 0 count too */
+    memlimit_set(opt.memory_limit_mb << 20);
+    memlimit_soft_set(opt.memory_soft_limit_mb << 20);
+    limit_reclaim_init();
     os_init();
     numa_init();
     g.ncpus = os_ncpus();
