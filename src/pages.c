@@ -560,19 +560,26 @@ span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed
         errno = *need_bytes != 0 ? EAGAIN : ENOMEM;
         return NULL;
     }
-    if (r == NULL)
-        r = segment_create(ph, need);
+    bool charged = false;
     if (r == NULL) {
-        charge_sync(ph);   /* nothing changed, unless a segment was mapped and let go */
+        /* the charge first: a refused request maps nothing */
+        if (!charge_clean(ph, req->npages)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        charged = true;
+        r = segment_create(ph, need);
+    }
+    if (r == NULL) {
+        charge_sync(ph);   /* takes back what charge_clean counted */
         errno = ENOMEM;
         return NULL;
     }
-    if (r->state == RUN_CLEAN && !charge_clean(ph, req->npages)) {
+    if (!charged && r->state == RUN_CLEAN && !charge_clean(ph, req->npages)) {
         /* at the limit: a zeroed request may still take resident pages
          * (find_run prefers clean ones for it) and clear them */
         span_t *other = req->zero ? find_run(ph, need, false) : NULL;
         if (other == NULL || other->state == RUN_CLEAN) {
-            charge_sync(ph);   /* a segment just mapped counts its header */
             errno = ENOMEM;
             return NULL;
         }
