@@ -30,8 +30,12 @@
  * alike), which is what lowers the charge. The soft form (the charge has
  * just passed the soft limit) drains the same caches and lets decay, now
  * immediate, purge what they gave back. */
-static void reclaim(bool soft)
+static bool reclaim(bool soft)
 {
+    /* inside a page source's callback its arena is mid-call: no drain
+     * may send blocks home there (as for tcache_reclaim_mine) */
+    if (ph_source_calls_here != 0)
+        return false;
     if (opt.secure && !soft)
         quarantine_drain("memory limit");
     large_caches_flush(false, NULL);
@@ -47,6 +51,7 @@ static void reclaim(bool soft)
         arena_release_idle_slabs(a);
         arena_decay_now(a, !soft);
     }
+    return true;
 }
 
 void limit_reclaim_init(void) { memlimit_set_reclaim(reclaim); }

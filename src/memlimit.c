@@ -16,7 +16,7 @@ static bool above_soft;       /* atomic; flips in step with soft_passes */
 static bool soft_drain_due;   /* atomic; set by an upward passing */
 static uint64_t above_since_ns;
 static uint64_t n_refusals, n_reclaims, n_failures, n_soft_passes, soft_above_ns;
-static void (*reclaim_fn)(bool soft);
+static bool (*reclaim_fn)(bool soft);
 
 static __thread bool refused_here;
 static __thread bool reclaiming_here;
@@ -115,21 +115,21 @@ void memlimit_refused_clear(void) { refused_here = false; }
 bool memlimit_refused_peek(void) { return refused_here; }
 void memlimit_count_reclaim(void) { __atomic_fetch_add(&n_reclaims, 1, __ATOMIC_RELAXED); }
 
-void memlimit_set_reclaim(void (*fn)(bool soft)) { __atomic_store_n(&reclaim_fn, fn, __ATOMIC_RELEASE); }
+void memlimit_set_reclaim(bool (*fn)(bool soft)) { __atomic_store_n(&reclaim_fn, fn, __ATOMIC_RELEASE); }
 
 static bool run_reclaim(bool soft)
 {
-    void (*fn)(bool) = __atomic_load_n(&reclaim_fn, __ATOMIC_ACQUIRE);
+    bool (*fn)(bool) = __atomic_load_n(&reclaim_fn, __ATOMIC_ACQUIRE);
     /* a drain's own allocator calls (a page source's callback, a
      * quarantine's verification) must not start another */
     if (fn == NULL || reclaiming_here)
         return false;
     reclaiming_here = true;
     int saved = errno;
-    fn(soft);
+    bool ran = fn(soft);
     errno = saved;
     reclaiming_here = false;
-    return true;
+    return ran;
 }
 
 bool memlimit_reclaim(void)

@@ -56,9 +56,10 @@ void memlimit_refused_clear(void);
 void memlimit_count_reclaim(void);
 
 /* The reclaim of a refused allocation (drain every cache, purge every
- * arena's free pages), registered once by the entry points at init. Must
- * be called with no allocator lock held. */
-void memlimit_set_reclaim(void (*fn)(bool soft));
+ * arena's free pages), registered once by the entry points at init; it
+ * returns false where it may not run (inside a page source's callback).
+ * Must be called with no allocator lock held. */
+void memlimit_set_reclaim(bool (*fn)(bool soft));
 /* Runs the registered reclaim (full: limit_reclaims counted) unless one
  * already runs on this thread; false if none ran. */
 bool memlimit_reclaim(void);
