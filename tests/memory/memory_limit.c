@@ -29,6 +29,13 @@
  * - child_to_the_end: a child with memory.limit 64 MiB allocating 1 MiB
  *   blocks and touching them until NULL ends with ENOMEM and exits
  *   normally (no OOM kill);
+ * - charge_and_reserve (child): 64 MiB touched raise the charge by 64 to
+ *   68 MiB, freed and trimmed they leave it (within 4 MiB); dpm_reserve
+ *   past the limit fails with ENOMEM and charges nothing, within it adds
+ *   its 16 MiB (to 18), and blocks from the reserve add nothing;
+ * - ctl_runtime also sees the write of a limit below the charge run the
+ *   reclaim (limit_reclaims), soft_limit the time above the soft limit
+ *   (soft_limit_above_ms grows by 40 ms or more over a 50 ms spell);
  * - stats_output: the text and JSON reports carry the memory section
  *   with the limit set;
  * - heap invariants (debug.check_heap: a heap's charge is its mapped
@@ -59,7 +66,9 @@ static void set_soft(size_t v) { EXPECT_EQ_I(ctl_set("memory.soft_limit", &v, si
 
 static void check_heap(void) { EXPECT_EQ_U(ctl_heap_broken(), 0); }
 
-#define MAXBLOCKS 4096
+/* caps on the loops that run to the limit: a broken limit fails the
+ * test without taking the machine's memory */
+#define MAXBLOCKS 128
 
 TEST(enomem_each_call)
 {
@@ -105,6 +114,8 @@ TEST(enomem_each_call)
     void *grown = realloc(blocks[0], 8 * MiB);
     EXPECT_NULL(grown);
     EXPECT_ERRNO(ENOMEM);
+    if (grown != NULL)   /* a failed check: keep the block for the frees below */
+        blocks[0] = grown;
     unsigned char *b0 = blocks[0];
     EXPECT(b0[0] == 1 && b0[MiB - 1] == 1, "realloc's failure kept the block");
     check_heap();
@@ -201,12 +212,14 @@ TEST(ctl_runtime)
             memset(blocks[i], (int)i, MiB);
     }
     /* below the live charge: nothing live goes, the next growth fails */
+    uint64_t reclaims0 = CTL_U64("stats.memory.limit_reclaims");
     size_t below = charged() - 16 * MiB;
     set_limit(below);
     for (unsigned i = 0; i < 64; i++) {
         unsigned char *b = blocks[i];
         EXPECT(b != NULL && b[0] == (unsigned char)i && b[MiB - 1] == (unsigned char)i, "block %u intact", i);
     }
+    EXPECT_GE_U(CTL_U64("stats.memory.limit_reclaims"), reclaims0 + 1);   /* the write reclaimed */
     errno = 0;
     EXPECT_NULL(malloc(MiB));
     EXPECT_ERRNO(ENOMEM);
@@ -237,7 +250,7 @@ TEST(ctl_runtime)
 }
 
 /* 64 MiB of 1 MiB blocks touched, then freed: the RSS that goes away. */
-static size_t rss_drop_after_free(void)
+static size_t rss_drop_after_free(unsigned sleep_ms)
 {
     static void *blocks[64];
     for (unsigned i = 0; i < 64; i++) {
@@ -246,6 +259,7 @@ static size_t rss_drop_after_free(void)
         if (blocks[i] != NULL)
             memset(blocks[i], 4, MiB);
     }
+    usleep(sleep_ms * 1000u);
     size_t before = rss_bytes();
     for (unsigned i = 0; i < 64; i++)
         free(blocks[i]);
@@ -257,7 +271,7 @@ TEST(soft_limit)
 {
     /* control: default decay (10 s) keeps most freed pages resident */
     malloc_trim(0);
-    size_t kept = rss_drop_after_free();
+    size_t kept = rss_drop_after_free(0);
     bool secure = false;
     ssize_t decay = 0;
     EXPECT_EQ_I(ctl_get("opt.secure", &secure, sizeof secure), 0);
@@ -274,7 +288,9 @@ TEST(soft_limit)
     set_soft(soft);
     /* the frees purge at once until the charge is at most 7/8 of the
      * soft limit: about 56 of the 64 MiB go */
-    size_t dropped = rss_drop_after_free();
+    uint64_t above_ms0 = CTL_U64("stats.memory.soft_limit_above_ms");
+    size_t dropped = rss_drop_after_free(50);
+    EXPECT_GE_U(CTL_U64("stats.memory.soft_limit_above_ms"), above_ms0 + 40);
     EXPECT(dropped >= 44 * MiB, "above the soft limit only %zu MiB went at once", dropped / MiB);
     fprintf(stderr, "  above the soft limit %zu MiB of 64 went at once\n", dropped / MiB);
     EXPECT_LE_U(charged(), soft);
@@ -287,6 +303,7 @@ TEST(soft_limit)
 }
 
 #define NTHREADS 4
+#define THREAD_CAP 256   /* 64 MiB per thread */
 static size_t thread_limit;
 static pthread_barrier_t start_line, all_stopped, all_freed;
 static unsigned thread_got[NTHREADS], thread_again[NTHREADS];
@@ -295,10 +312,10 @@ static int thread_errno[NTHREADS];
 static void *to_the_limit(void *arg)
 {
     unsigned id = (unsigned)(uintptr_t)arg;
-    static void *blocks[NTHREADS][1024];
+    static void *blocks[NTHREADS][THREAD_CAP];
     pthread_barrier_wait(&start_line);
     unsigned n = 0;
-    for (; n < 1024; n++) {
+    for (; n < THREAD_CAP; n++) {
         errno = 0;
         blocks[id][n] = malloc(256 << 10);
         if (blocks[id][n] == NULL)
@@ -341,7 +358,7 @@ static int threads_child(void *arg)
         pthread_join(t[i], NULL);
     unsigned total = 0;
     for (unsigned i = 0; i < NTHREADS; i++) {
-        EXPECT(thread_got[i] < 1024 && thread_errno[i] == ENOMEM, "thread %u: %u blocks, errno %d", i,
+        EXPECT(thread_got[i] < THREAD_CAP && thread_errno[i] == ENOMEM, "thread %u: %u blocks, errno %d", i,
                thread_got[i], thread_errno[i]);
         EXPECT_EQ_U(thread_again[i], 16);
         total += thread_got[i];
@@ -378,7 +395,7 @@ static int child_to_the_end(void *arg)
             break;
         memset(p, 6, MiB);   /* kept: the loop ends only at the limit */
         total += MiB;
-        if (total > ((size_t)1 << 40))
+        if (total > 128 * MiB)
             return 3;
     }
     if (errno != ENOMEM)
@@ -394,6 +411,68 @@ TEST(child_to_the_end)
 {
     struct test_child ch;
     EXPECT_EQ_I(test_run_child(child_to_the_end, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+}
+
+/* The charge follows what is touched and given back; a reserve counts
+ * whole, and past the limit is refused before it is mapped. In a child:
+ * a reserve stays for the arena's life. */
+static int charge_child(void *arg)
+{
+    (void)arg;
+    static void *blocks[16];
+    malloc_trim(0);
+    size_t c0 = charged();
+    for (unsigned i = 0; i < 16; i++) {
+        blocks[i] = malloc(4 * MiB);
+        if (blocks[i] == NULL)
+            return 2;
+        memset(blocks[i], 8, 4 * MiB);
+    }
+    size_t c1 = charged();
+    if (c1 < c0 + 64 * MiB || c1 > c0 + 68 * MiB) {
+        fprintf(stderr, "64 MiB touched: charge %zu -> %zu\n", c0, c1);
+        return 3;
+    }
+    for (unsigned i = 0; i < 16; i++)
+        free(blocks[i]);
+    malloc_trim(0);
+    size_t c2 = charged();
+    if (c2 > c0 + 4 * MiB) {
+        fprintf(stderr, "freed and trimmed: charge %zu, from %zu\n", c2, c0);
+        return 4;
+    }
+    size_t limit = c2 + 8 * MiB;
+    ctl_set("memory.limit", &limit, sizeof limit);
+    if (dpm_reserve(16 * MiB, DPM_SOCKET_ID_ANY, DPM_RESERVE_NO_HUGEPAGES) != ENOMEM || charged() != c2) {
+        fprintf(stderr, "reserve past the limit not refused (charge %zu, was %zu)\n", charged(), c2);
+        return 5;
+    }
+    limit = c2 + 32 * MiB;
+    ctl_set("memory.limit", &limit, sizeof limit);
+    if (dpm_reserve(16 * MiB, DPM_SOCKET_ID_ANY, DPM_RESERVE_NO_HUGEPAGES) != 0)
+        return 6;
+    size_t c3 = charged();
+    if (c3 < c2 + 16 * MiB || c3 > c2 + 18 * MiB) {
+        fprintf(stderr, "16 MiB reserve: charge %zu -> %zu\n", c2, c3);
+        return 7;
+    }
+    /* blocks from the reserve cost nothing more */
+    void *p = malloc(8 * MiB);
+    if (p == NULL || charged() > c3 + 64 * 1024) {
+        fprintf(stderr, "8 MiB from the reserve: charge %zu -> %zu\n", c3, charged());
+        return 8;
+    }
+    free(p);
+    return ctl_heap_broken() == 0 ? 0 : 9;
+}
+
+TEST(charge_and_reserve)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(charge_child, NULL, &ch, 60), 0);
     char why[64];
     EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
            test_describe_status(ch.status, why, sizeof why), ch.err);
@@ -469,6 +548,7 @@ int main(int argc, char **argv)
     RUN(soft_limit);
     RUN(threads);
     RUN(child_to_the_end);
+    RUN(charge_and_reserve);
     RUN(stats_output);
     return test_done();
 }
