@@ -36,6 +36,10 @@
  * - ctl_runtime also sees the write of a limit below the charge run the
  *   reclaim (limit_reclaims), soft_limit the time above the soft limit
  *   (soft_limit_above_ms grows by 40 ms or more over a 50 ms spell);
+ * - churn (child, 60 s watchdog): 4 threads of random sizes and calls at
+ *   the limit while a fifth moves the limits and trims: no deadlock,
+ *   every NULL with ENOMEM, heap invariants, peak within the highest
+ *   limit plus 4 MiB, allocation free again with the limits off;
  * - stats_output: the text and JSON reports carry the memory section
  *   with the limit set;
  * - heap invariants (debug.check_heap: a heap's charge is its mapped
@@ -478,6 +482,103 @@ TEST(charge_and_reserve)
            test_describe_status(ch.status, why, sizeof why), ch.err);
 }
 
+/* Churn at the limit: 4 threads allocate blocks of random sizes (16 B to
+ * 2 MiB, every third one aligned or zeroed), touch them, keep up to 256,
+ * and free half of them at each NULL (which must come with ENOMEM);
+ * meanwhile a fifth thread moves the hard limit between 24 and 40 MiB
+ * above the start and the soft limit with it, and trims. In a child with
+ * a 60 s watchdog: a deadlock fails the test. Ends with the heap's
+ * invariants, the peak within the highest limit plus 4 MiB, and no
+ * failure once the limits are off. */
+#define CHURN_KEEP 256
+static size_t churn_base;
+static volatile int churn_stop;
+
+static void *churn_worker(void *arg)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
+    static __thread void *live[CHURN_KEEP];
+    unsigned n = 0, fails = 0;
+    while (!churn_stop) {
+        size_t size = 16 + test_rand(&seed) % (test_rand(&seed) % 4 == 0 ? 2 * MiB : 4096);
+        unsigned how = (unsigned)(test_rand(&seed) % 3);
+        errno = 0;
+        void *p = how == 0 ? malloc(size) : how == 1 ? calloc(1, size) : aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+        if (p == NULL) {
+            if (errno != ENOMEM)
+                fails++;
+            for (unsigned i = 0; i < n / 2; i++)
+                free(live[--n]);
+            continue;
+        }
+        memset(p, 9, size < 8192 ? size : 8192);
+        if (n == CHURN_KEEP)
+            free(live[--n]);
+        live[n++] = p;
+    }
+    while (n > 0)
+        free(live[--n]);
+    return (void *)(uintptr_t)fails;
+}
+
+static int churn_child(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);
+    churn_base = charged();
+    /* the limits before the threads: unlimited, their frees would count
+     * clean neighbours (design.md) and their growth is unbounded */
+    size_t hard0 = churn_base + 40 * MiB, soft0 = hard0 - 8 * MiB;
+    ctl_set("memory.limit", &hard0, sizeof hard0);
+    ctl_set("memory.soft_limit", &soft0, sizeof soft0);
+    ctl_action("memory.peak_reset");
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, churn_worker, (void *)i);
+    for (unsigned round = 0; round < 400; round++) {
+        size_t hard = churn_base + (round % 2 ? 24 : 40) * MiB, soft = hard - 8 * MiB;
+        ctl_set("memory.limit", &hard, sizeof hard);
+        ctl_set("memory.soft_limit", &soft, sizeof soft);
+        if (round % 16 == 0)
+            malloc_trim(0);
+        usleep(2000);
+    }
+    churn_stop = 1;
+    unsigned bad = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += (unsigned)(uintptr_t)r;
+    }
+    size_t zero = 0;
+    ctl_set("memory.limit", &zero, sizeof zero);
+    ctl_set("memory.soft_limit", &zero, sizeof zero);
+    size_t peak = CTL_SIZE("stats.memory.peak");
+    if (bad != 0 || ctl_heap_broken() != 0 || peak > churn_base + 44 * MiB) {
+        fprintf(stderr, "churn: %u NULLs without ENOMEM, peak %zu from %zu\n", bad, peak, churn_base);
+        return 1;
+    }
+    fprintf(stderr, "  churn: peak %zu KiB above the start (highest limit 40 MiB), %llu refusals, %llu reclaims, %llu failures\n",
+            (peak - churn_base) >> 10, (unsigned long long)CTL_U64("stats.memory.limit_refusals"),
+            (unsigned long long)CTL_U64("stats.memory.limit_reclaims"),
+            (unsigned long long)CTL_U64("stats.memory.limit_failures"));
+    void *p = malloc(64 * MiB);
+    if (p == NULL)
+        return 2;
+    free(p);
+    return 0;
+}
+
+TEST(churn)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(churn_child, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+    fputs(ch.err, stderr);
+}
+
 struct text {
     char buf[1 << 16];
     size_t len;
@@ -549,6 +650,7 @@ int main(int argc, char **argv)
     RUN(threads);
     RUN(child_to_the_end);
     RUN(charge_and_reserve);
+    RUN(churn);
     RUN(stats_output);
     return test_done();
 }
