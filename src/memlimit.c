@@ -12,13 +12,13 @@ static size_t charge;         /* bytes; atomic */
 static size_t peak;           /* highest charge seen; atomic */
 static size_t hard_limit;     /* 0: none; atomic */
 static size_t soft_limit;     /* 0: none; atomic */
-static bool above_soft;       /* atomic; flips in step with soft_passes */
-static bool soft_drain_due;   /* atomic; set by an upward passing */
+bool memlimit_above_soft_flag;   /* atomic; flips in step with soft_passes */
+bool memlimit_soft_drain_due;    /* atomic; set by an upward passing */
 static uint64_t above_since_ns;
 static uint64_t n_refusals, n_reclaims, n_failures, n_soft_passes, soft_above_ns;
 static bool (*reclaim_fn)(bool soft);
 
-static __thread bool refused_here;
+__thread bool memlimit_refused_here;
 static __thread bool reclaiming_here;
 
 /* Leaves the soft state at 7/8 of the soft limit, so that a charge
@@ -28,15 +28,15 @@ static size_t soft_low(size_t soft) { return soft - soft / 8; }
 static void soft_update(size_t now)
 {
     size_t soft = __atomic_load_n(&soft_limit, __ATOMIC_RELAXED);
-    bool above = __atomic_load_n(&above_soft, __ATOMIC_RELAXED);
+    bool above = __atomic_load_n(&memlimit_above_soft_flag, __ATOMIC_RELAXED);
     if (!above && soft != 0 && now > soft) {
-        if (__atomic_compare_exchange_n(&above_soft, &above, true, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        if (__atomic_compare_exchange_n(&memlimit_above_soft_flag, &above, true, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
             __atomic_store_n(&above_since_ns, os_now_ns(), __ATOMIC_RELAXED);
             __atomic_fetch_add(&n_soft_passes, 1, __ATOMIC_RELAXED);
-            __atomic_store_n(&soft_drain_due, true, __ATOMIC_RELAXED);
+            __atomic_store_n(&memlimit_soft_drain_due, true, __ATOMIC_RELAXED);
         }
     } else if (above && (soft == 0 || now <= soft_low(soft))) {
-        if (__atomic_compare_exchange_n(&above_soft, &above, false, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        if (__atomic_compare_exchange_n(&memlimit_above_soft_flag, &above, false, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
             uint64_t since = __atomic_load_n(&above_since_ns, __ATOMIC_RELAXED);
             uint64_t t = os_now_ns();
             __atomic_fetch_add(&soft_above_ns, t > since ? t - since : 0, __ATOMIC_RELAXED);
@@ -59,7 +59,7 @@ bool memlimit_try_charge(size_t bytes)
     do {
         want = cur + bytes;
         if (limit != 0 && (want < cur || want > limit)) {
-            refused_here = true;
+            memlimit_refused_here = true;
             __atomic_fetch_add(&n_refusals, 1, __ATOMIC_RELAXED);
             return false;
         }
@@ -102,17 +102,6 @@ void memlimit_soft_set(size_t bytes)
     soft_update(memlimit_charged());
 }
 
-bool memlimit_above_soft(void) { return __atomic_load_n(&above_soft, __ATOMIC_RELAXED); }
-
-bool memlimit_refused_take(void)
-{
-    bool r = refused_here;
-    refused_here = false;
-    return r;
-}
-
-void memlimit_refused_clear(void) { refused_here = false; }
-bool memlimit_refused_peek(void) { return refused_here; }
 void memlimit_count_reclaim(void) { __atomic_fetch_add(&n_reclaims, 1, __ATOMIC_RELAXED); }
 
 void memlimit_set_reclaim(bool (*fn)(bool soft)) { __atomic_store_n(&reclaim_fn, fn, __ATOMIC_RELEASE); }
@@ -142,11 +131,9 @@ bool memlimit_reclaim(void)
 
 void memlimit_count_failure(void) { __atomic_fetch_add(&n_failures, 1, __ATOMIC_RELAXED); }
 
-void memlimit_soft_drain_if_due(void)
+void memlimit_soft_drain_now(void)
 {
-    if (likely(!__atomic_load_n(&soft_drain_due, __ATOMIC_RELAXED)))
-        return;
-    if (__atomic_exchange_n(&soft_drain_due, false, __ATOMIC_RELAXED))
+    if (__atomic_exchange_n(&memlimit_soft_drain_due, false, __ATOMIC_RELAXED))
         run_reclaim(true);
 }
 

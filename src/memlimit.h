@@ -44,13 +44,20 @@ void memlimit_soft_set(size_t bytes);
 /* Whether the charge is above the soft limit (with hysteresis: from
  * above soft to at most 7/8 of it). One relaxed load: decay and cache
  * slow paths read it. */
-bool memlimit_above_soft(void);
+extern bool memlimit_above_soft_flag;
+DPM_INLINE bool memlimit_above_soft(void) { return __atomic_load_n(&memlimit_above_soft_flag, __ATOMIC_RELAXED); }
 
 /* The calling thread saw a charge refused since it last cleared the flag
  * (memlimit_refused_take clears it and says whether it was set). */
-bool memlimit_refused_take(void);
-bool memlimit_refused_peek(void);
-void memlimit_refused_clear(void);
+extern __thread bool memlimit_refused_here;
+DPM_INLINE bool memlimit_refused_take(void)
+{
+    bool r = memlimit_refused_here;
+    memlimit_refused_here = false;
+    return r;
+}
+DPM_INLINE bool memlimit_refused_peek(void) { return memlimit_refused_here; }
+DPM_INLINE void memlimit_refused_clear(void) { memlimit_refused_here = false; }
 /* Counts a reclaim pass a refusal started elsewhere (the arenas' purge
  * before their own retry, arena.c). */
 void memlimit_count_reclaim(void);
@@ -68,7 +75,13 @@ void memlimit_count_failure(void);
 /* The soft limit was passed upwards since the last drain: runs the
  * registered reclaim in its soft form (caches drained) once per passing.
  * No allocator lock held; one relaxed load when nothing is due. */
-void memlimit_soft_drain_if_due(void);
+extern bool memlimit_soft_drain_due;
+void memlimit_soft_drain_now(void);
+DPM_INLINE void memlimit_soft_drain_if_due(void)
+{
+    if (unlikely(__atomic_load_n(&memlimit_soft_drain_due, __ATOMIC_RELAXED)))
+        memlimit_soft_drain_now();
+}
 
 typedef struct memlimit_stats {
     size_t charged, peak, limit, soft_limit;

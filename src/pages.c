@@ -34,16 +34,24 @@ void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options
  * every mapped page but the clean ones. Grows only by pages a free made
  * countable (none while a limit is set: see mergeable) or a segment's
  * header; shrinks as purges and unmaps give pages back. */
-static void charge_sync(page_heap_t *ph)
+static DPM_NOINLINE void charge_apply(page_heap_t *ph, size_t target)
 {
     if (ph->options.sourced)
         return;
-    size_t target = (ph->mapped_bytes >> LG_PAGE) - ph->free_runs[RUN_CLEAN].npages;
     if (target > ph->charged_pages)
         memlimit_force_charge((target - ph->charged_pages) << LG_PAGE);
-    else if (target < ph->charged_pages)
+    else
         memlimit_uncharge((ph->charged_pages - target) << LG_PAGE);
     ph->charged_pages = target;
+}
+
+/* Inline: most calls (a slab made from or freed into resident pages)
+ * change nothing. */
+DPM_INLINE void charge_sync(page_heap_t *ph)
+{
+    size_t target = (ph->mapped_bytes >> LG_PAGE) - ph->free_runs[RUN_CLEAN].npages;
+    if (unlikely(target != ph->charged_pages))
+        charge_apply(ph, target);
 }
 
 /* npages of a clean run are about to be handed out: charged first, or
