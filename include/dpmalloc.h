@@ -331,7 +331,8 @@ void *dpm_realloc_socket(void *p, size_t size, size_t align, int socket) DPM_ATT
  *   0 or DPM_RESERVE_NO_HUGEPAGES | DPM_RESERVE_MLOCK.
  * @return
  *   0, EINVAL (0 bytes, a flag not listed above, no such node online),
- *   ENOMEM (more than the system can give, any size however large), or
+ *   ENOMEM (more than the system can give, any size however large, or
+ *   past the memory limit, memory.limit: a reserve counts whole), or
  *   mlock's errno (EPERM, ENOMEM), with nothing reserved.
  */
 int dpm_reserve(size_t bytes, int socket, unsigned flags);

@@ -14,6 +14,7 @@
 #include "canary.h"
 #include "guarded.h"
 #include "prof.h"
+#include "memlimit.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -44,12 +45,22 @@ static void *fail_nomem(void)
 
 /* A large block of a: arena_alloc_large, and in secure mode, when that
  * fails, again after the quarantines went home (they hold address space
- * that an RLIMIT_AS or a full map count may need). */
+ * that an RLIMIT_AS or a full map count may need); refused at the memory
+ * limit, again after the limit's reclaim (memlimit.h: every cache drained,
+ * every arena purged), which runs here with no lock held. */
 static void *large_block(arena_t *a, const large_request_t *req)
 {
+    memlimit_refused_clear();
     void *p = arena_alloc_large(a, req);
     if (unlikely(p == NULL) && unlikely(opt.secure) && quarantine_drain("malloc") != 0)
         p = arena_alloc_large(a, req);
+    if (unlikely(p == NULL) && memlimit_refused_take()) {
+        if (memlimit_reclaim())
+            p = arena_alloc_large(a, req);
+        if (p == NULL && memlimit_refused_take())
+            memlimit_count_failure();
+    }
+    memlimit_soft_drain_if_due();
     return p;
 }
 

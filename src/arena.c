@@ -7,6 +7,7 @@
 #include "annotate.h"
 #include "conf.h"
 #include "error.h"
+#include "memlimit.h"
 #include "os.h"
 #include "types.h"
 
@@ -497,6 +498,8 @@ static span_t *heap_alloc(arena_t *a, lock_elided_t *held, const page_request_t 
     span_t *s = ph_alloc_or_ask(&a->ph, req, zeroed, need_bytes);
     if (s == NULL && *need_bytes == 0 && !a->ph.options.sourced) {
         int saved_errno = errno;   /* a failed first try must not leak ENOMEM into a success */
+        if (memlimit_refused_peek())   /* the memory limit's first reclaim step */
+            memlimit_count_reclaim();
         mutex_unlock_elidable(&a->lock, *held);
         arenas_release_free_memory();
         *held = mutex_lock_elidable(&a->lock);
@@ -581,7 +584,26 @@ static void slab_release(arena_t *a, span_t *s)
         arena_purge_if_due(a);
 }
 
+static unsigned bin_fill_once(bin_t *bin, void **out, unsigned want, uint8_t *keyed);
+
+/* A fill that found no page at the memory limit (memlimit.h) is tried
+ * once more after the registered reclaim, which runs here because the
+ * caller holds no lock (arena.h) and the bin lock is dropped. */
 unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
+{
+    memlimit_refused_clear();
+    unsigned n = bin_fill_once(bin, out, want, keyed);
+    if (unlikely(n == 0) && memlimit_refused_take()) {
+        if (memlimit_reclaim())
+            n = bin_fill_once(bin, out, want, keyed);
+        if (n == 0 && memlimit_refused_take())
+            memlimit_count_failure();
+    }
+    memlimit_soft_drain_if_due();
+    return n;
+}
+
+static unsigned bin_fill_once(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
 {
     arena_t *a = bin->arena;
     orphan_take(a);
@@ -864,11 +886,22 @@ static bool orphaned(const arena_t *a)
  * the pages a remote free gave it. */
 static int64_t dirty_ms_now(const arena_t *a)
 {
+    /* above the soft memory limit, decay is immediate (memlimit.h); a
+     * page source's memory is not counted there */
+    if (unlikely(memlimit_above_soft()) && !a->ph.options.sourced)
+        return 0;
     if (!orphaned(a))
         return a->dirty_decay_ms;
     if (__atomic_load_n(&a->orphan_pending, __ATOMIC_RELAXED) && !orphan_due(a, NULL, os_now_ns()))
         return __atomic_load_n(&a->dirty_decay_ms, __ATOMIC_RELAXED);
     return 0;
+}
+
+static int64_t muzzy_ms_now(const arena_t *a)
+{
+    if (unlikely(memlimit_above_soft()) && !a->ph.options.sourced)
+        return 0;
+    return a->muzzy_decay_ms;
 }
 
 #define DECAY_TICKS_PER_CLOCK 8
@@ -1003,7 +1036,7 @@ void arena_purge_if_due(arena_t *a)
     int64_t dirty_ms = dirty_ms_now(a);
     size_t pages = PH_PURGE_MAX_PAGES;
     for (unsigned i = 0; i < PURGE_BATCHES_PER_PASS && taken && pages > 0; i++)
-        purge_batch(a, dirty_ms, a->muzzy_decay_ms, &pages, &taken);
+        purge_batch(a, dirty_ms, muzzy_ms_now(a), &pages, &taken);
     /* a full batch may have left due runs behind: the next tick goes on */
     if (taken && dirty_ms == 0)
         set_purge_due(a);
@@ -1028,7 +1061,7 @@ size_t arena_decay_pass(arena_t *a)
     size_t released = 0;
     size_t pages = PH_PURGE_MAX_PAGES;
     for (unsigned i = 0; i < PURGE_BATCHES_PER_PASS && taken && pages > 0; i++)
-        released += purge_batch(a, dirty_ms_now(a), a->muzzy_decay_ms, &pages, &taken);
+        released += purge_batch(a, dirty_ms_now(a), muzzy_ms_now(a), &pages, &taken);
     mutex_unlock(&a->purge_lock);
     return released;
 }
@@ -1053,7 +1086,7 @@ unsigned arena_threads(arena_t *a)
 
 size_t arena_decay_now(arena_t *a, bool everything)
 {
-    return decay_with(a, everything ? 0 : dirty_ms_now(a), everything ? 0 : a->muzzy_decay_ms);
+    return decay_with(a, everything ? 0 : dirty_ms_now(a), everything ? 0 : muzzy_ms_now(a));
 }
 
 static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms)

@@ -7,7 +7,8 @@
  *
  * Owns: the arena table, large blocks, decay ticks, and the slabs' trips
  * between page heap and bins (bin fills and flushes). May call: bin,
- * pages, conf (options), types (counters). Knows nothing of thread
+ * pages, conf (options), types (counters), memlimit (a fill refused at
+ * the memory limit runs its registered reclaim, then tries again). Knows nothing of thread
  * caches: the tags its bins put on their blocks are told at init.
  */
 #ifndef DPM_ARENA_H

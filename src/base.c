@@ -3,6 +3,7 @@
  * needed; a request larger than a chunk gets its own mapping.
  */
 #include "base.h"
+#include "memlimit.h"
 #include "mutex.h"
 #include "os.h"
 
@@ -20,8 +21,10 @@ void *base_alloc(size_t size, size_t align)
     size = round_up(size, 16);
     if (size > BASE_CHUNK / 4) {
         void *big = os_map_aligned(round_up(size, PAGE), PAGE);
-        if (big != NULL)
+        if (big != NULL) {
             __atomic_fetch_add(&mapped_total, round_up(size, PAGE), __ATOMIC_RELAXED);
+            memlimit_force_charge(round_up(size, PAGE));
+        }
         return big;
     }
     mutex_lock(&base_lock);
@@ -33,6 +36,10 @@ void *base_alloc(size_t size, size_t align)
             return NULL;
         }
         __atomic_fetch_add(&mapped_total, BASE_CHUNK, __ATOMIC_RELAXED);
+        /* metadata is never refused at the memory limit (the structures
+         * it holds describe memory already charged, or let a purge run):
+         * counted, as a whole chunk, from its mapping */
+        memlimit_force_charge(BASE_CHUNK);
         bump_cur = (uintptr_t)chunk;
         bump_end = bump_cur + BASE_CHUNK;
         at = (bump_cur + align - 1) & ~(uintptr_t)(align - 1);

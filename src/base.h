@@ -2,7 +2,7 @@
  * base.h - metadata memory: the allocator's own structures (span
  * descriptors, thread caches, arenas) never come from the heap they
  * describe. Owns: a bump allocator over OS chunks and fixed-size pools.
- * May call: os, mutex.
+ * May call: os, memlimit (metadata counts in its charge), mutex.
  */
 #ifndef DPM_BASE_H
 #define DPM_BASE_H

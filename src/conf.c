@@ -55,6 +55,8 @@ const opt_desc_t opt_table[] = {
     {"prof_leak", OPT_BOOL, &opt.prof_leak, 0, 1},
     {"lg_prof_sample", OPT_SIZE, &opt.lg_prof_sample, 0, 62},
     {"prof_prefix", OPT_STRING, opt.prof_prefix, 0, sizeof(opt.prof_prefix)},
+    {"memory_limit_mb", OPT_SIZE, &opt.memory_limit_mb, 0, (int64_t)1 << 26},
+    {"memory_soft_limit_mb", OPT_SIZE, &opt.memory_soft_limit_mb, 0, (int64_t)1 << 26},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);
 

@@ -57,6 +57,8 @@ typedef struct dpm_opts {
     bool prof_leak;                   /* report what is still allocated at exit */
     size_t lg_prof_sample;            /* about one sample per 2^this bytes (jemalloc: size_t) */
     char prof_prefix[256];            /* dump files: <prefix>.<pid>.<seq>.<kind>.heap */
+    size_t memory_limit_mb;           /* hard memory limit at init (memlimit.h); 0: none */
+    size_t memory_soft_limit_mb;      /* soft memory limit at init; 0: none */
 } CACHE_ALIGNED dpm_opts_t;
 
 extern dpm_opts_t opt;

@@ -14,6 +14,7 @@
 #include "stats.h"
 #include "guarded.h"
 #include "prof.h"
+#include "memlimit.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -476,6 +477,72 @@ static int h_check_heap(const ctl_call_t *c, const void *arg)
     return read_out(c, &bad, sizeof(bad));
 }
 
+/* ---- memory.* (memory limit, memlimit.h) -------------------------------- */
+
+/* memory.limit, memory.soft_limit: bytes, 0 = none. A new value below the
+ * charge frees no live memory: it runs the limit's reclaim once now (this
+ * handler holds no lock), and the next growth past it is refused. */
+static int h_memory_limit(const ctl_call_t *c, const void *arg)
+{
+    bool soft = arg != NULL;
+    size_t old = soft ? memlimit_soft_get() : memlimit_get(), v;
+    int w = write_in(c, &v, sizeof(v));
+    if (w < 0)
+        return -w;
+    int err = read_out(c, &old, sizeof(old));
+    if (err != 0 || w != 1)
+        return err;
+    if (soft) {
+        memlimit_soft_set(v);
+        memlimit_soft_drain_if_due();
+    } else {
+        memlimit_set(v);
+        if (v != 0 && memlimit_charged() > v)
+            memlimit_reclaim();
+    }
+    return 0;
+}
+
+static int h_memory_peak_reset(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    int err = action_only(c);
+    if (err == 0)
+        memlimit_peak_reset();
+    return err;
+}
+
+static int h_memory_stat(const ctl_call_t *c, const void *arg)
+{
+    memlimit_stats_t st;
+    memlimit_stats_read(&st);
+    const char *what = arg;
+    if (strcmp(what, "above_soft_limit") == 0)
+        return read_only(c, &st.above_soft, sizeof(st.above_soft));
+    if (strcmp(what, "soft_limit_above_ms") == 0) {
+        uint64_t ms = st.soft_above_ns / 1000000u;
+        return read_only(c, &ms, sizeof(ms));
+    }
+    static const struct {
+        const char *name;
+        size_t off;
+        bool u64;
+    } fields[] = {
+        {"charged", offsetof(memlimit_stats_t, charged), false},
+        {"peak", offsetof(memlimit_stats_t, peak), false},
+        {"limit", offsetof(memlimit_stats_t, limit), false},
+        {"soft_limit", offsetof(memlimit_stats_t, soft_limit), false},
+        {"limit_refusals", offsetof(memlimit_stats_t, refusals), true},
+        {"limit_reclaims", offsetof(memlimit_stats_t, reclaims), true},
+        {"limit_failures", offsetof(memlimit_stats_t, failures), true},
+        {"soft_limit_passes", offsetof(memlimit_stats_t, soft_passes), true},
+    };
+    for (unsigned i = 0; i < ARRAY_LEN(fields); i++)
+        if (strcmp(what, fields[i].name) == 0)
+            return read_only(c, (const char *)&st + fields[i].off, fields[i].u64 ? sizeof(uint64_t) : sizeof(size_t));
+    return ENOENT;
+}
+
 /* ---- stats.* ----------------------------------------------------------- */
 
 enum field_kind { F_U32, F_U64, F_SIZE, F_I64_AS_SSIZE };
@@ -635,6 +702,19 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.guarded.total", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, guarded_total, F_SIZE)},
     {"stats.guarded.live", "size_t", "r-", h_stat_global, FIELD(stats_snap_t, guarded_live, F_SIZE)},
     {"stats.front_end", "const char *", "r-", h_front_end, NULL},
+    {"memory.limit", "size_t", "rw", h_memory_limit, NULL},
+    {"memory.soft_limit", "size_t", "rw", h_memory_limit, "soft"},
+    {"memory.peak_reset", "void", "--", h_memory_peak_reset, NULL},
+    {"stats.memory.charged", "size_t", "r-", h_memory_stat, "charged"},
+    {"stats.memory.peak", "size_t", "r-", h_memory_stat, "peak"},
+    {"stats.memory.limit", "size_t", "r-", h_memory_stat, "limit"},
+    {"stats.memory.soft_limit", "size_t", "r-", h_memory_stat, "soft_limit"},
+    {"stats.memory.limit_refusals", "uint64_t", "r-", h_memory_stat, "limit_refusals"},
+    {"stats.memory.limit_reclaims", "uint64_t", "r-", h_memory_stat, "limit_reclaims"},
+    {"stats.memory.limit_failures", "uint64_t", "r-", h_memory_stat, "limit_failures"},
+    {"stats.memory.soft_limit_passes", "uint64_t", "r-", h_memory_stat, "soft_limit_passes"},
+    {"stats.memory.soft_limit_above_ms", "uint64_t", "r-", h_memory_stat, "soft_limit_above_ms"},
+    {"stats.memory.above_soft_limit", "bool", "r-", h_memory_stat, "above_soft_limit"},
     ARENA_STAT("nthreads", nthreads, F_U32),
     ARENA_STAT("dirty_decay_ms", dirty_decay_ms, F_I64_AS_SSIZE),
     ARENA_STAT("muzzy_decay_ms", muzzy_decay_ms, F_I64_AS_SSIZE),

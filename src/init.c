@@ -25,6 +25,8 @@
 #include "typed_cache.h"
 #include "guarded.h"
 #include "prof.h"
+#include "limit_reclaim.h"
+#include "memlimit.h"
 #include "zero_blocks.h"
 #include "anchor_ref.h"
 
@@ -182,6 +184,10 @@ static void reserve_at_start(void)
 static bool init_locked(void)
 {
     conf_init();
+    /* before the first mapping: metadata and arena 0 count too */
+    memlimit_set(opt.memory_limit_mb << 20);
+    memlimit_soft_set(opt.memory_soft_limit_mb << 20);
+    limit_reclaim_init();
     os_init();
     numa_init();
     g.ncpus = os_ncpus();

@@ -6,6 +6,7 @@
 #include "base.h"
 #include "conf.h"
 #include "global.h"
+#include "memlimit.h"
 #include "os.h"
 #include "rseq.h"
 
@@ -156,6 +157,10 @@ bool large_cache_put(span_t *s, const uint8_t *limits)
      * once: mallopt's M_MMAP_THRESHOLD may set it below tcache_max. */
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
     if (threshold != 0 && span_bytes(s) >= threshold)
+        return false;
+    /* above the soft memory limit every large block goes home, where
+     * decay, immediate there, purges it */
+    if (unlikely(memlimit_above_soft()))
         return false;
     large_cache_t *lc = cache_made(cpu_here());
     if (lc == NULL)

@@ -4,6 +4,7 @@
 #include "numa.h"
 #include "conf.h"
 #include "error.h"
+#include "memlimit.h"
 #include "os.h"
 
 #include <dpmalloc.h>
@@ -284,11 +285,19 @@ int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
     void *m = map_reserve(&bytes, flags, &lg_huge);
     if (m == NULL)
         return ENOMEM;
+    /* a reserve is resident for good: it counts in the memory limit's
+     * charge, and is refused (before any page is faulted in) past it */
+    if (!memlimit_try_charge(bytes)) {
+        memlimit_refused_clear();
+        os_unmap(m, bytes);
+        return ENOMEM;
+    }
     if (node >= 0)
         os_bind_node(m, bytes, node);
     int err = os_prefault(m, bytes, (flags & DPM_RESERVE_MLOCK) != 0);
     if (err != 0) {
         os_unmap(m, bytes);
+        memlimit_uncharge(bytes);
         return err;
     }
     lock_elided_t held = mutex_lock_elidable(&a->lock);
@@ -300,6 +309,7 @@ int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
     mutex_unlock_elidable(&a->lock, held);
     if (!ok) {
         os_unmap(m, bytes);
+        memlimit_uncharge(bytes);
         return ENOMEM;
     }
     return 0;

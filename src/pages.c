@@ -6,6 +6,7 @@
 #include "pages.h"
 
 #include "error.h"
+#include "memlimit.h"
 #include "mutex.h"
 #include "os.h"
 #include "annotate.h"
@@ -25,6 +26,45 @@ void ph_init(page_heap_t *ph, struct arena *arena, const page_options_t *options
         runs_init(&ph->free_runs[s]);
     pool_init(&ph->spans, sizeof(span_t));
     pool_init(&ph->type_arrays, SLAB_MAX_OBJS * sizeof(uint16_t));
+}
+
+/* ---- memory limit ------------------------------------------------------ */
+
+/* Brings the memory limit's charge in line with the heap after a change:
+ * every mapped page but the clean ones. Grows only by pages a free made
+ * countable (none while a limit is set: see mergeable) or a segment's
+ * header; shrinks as purges and unmaps give pages back. */
+static DPM_NOINLINE void charge_apply(page_heap_t *ph, size_t target)
+{
+    if (ph->options.sourced)
+        return;
+    if (target > ph->charged_pages)
+        memlimit_force_charge((target - ph->charged_pages) << LG_PAGE);
+    else
+        memlimit_uncharge((ph->charged_pages - target) << LG_PAGE);
+    ph->charged_pages = target;
+}
+
+/* Inline: most calls (a slab made from or freed into resident pages)
+ * change nothing. */
+DPM_INLINE void charge_sync(page_heap_t *ph)
+{
+    size_t target = (ph->mapped_bytes >> LG_PAGE) - ph->free_runs[RUN_CLEAN].npages;
+    if (unlikely(target != ph->charged_pages))
+        charge_apply(ph, target);
+}
+
+/* npages of a clean run are about to be handed out: charged first, or
+ * refused at the hard limit. The charge_sync that follows the change
+ * finds them already counted. */
+static bool charge_clean(page_heap_t *ph, size_t npages)
+{
+    if (ph->options.sourced)
+        return true;
+    if (!memlimit_try_charge(npages << LG_PAGE))
+        return false;
+    ph->charged_pages += npages;
+    return true;
 }
 
 /* ---- page map ---------------------------------------------------------- */
@@ -324,7 +364,11 @@ void *ph_source_alloc(const page_source_t *src, size_t size, bool *zeroed)
 
 bool ph_add_segment(page_heap_t *ph, void *mem, size_t size, bool zeroed, bool sourced, bool reserved)
 {
-    return segment_init(ph, mem, size, zeroed, 0, sourced, reserved) != NULL;
+    bool ok = segment_init(ph, mem, size, zeroed, 0, sourced, reserved) != NULL;
+    if (ok && reserved && !ph->options.sourced)
+        ph->charged_pages += size >> LG_PAGE;   /* charged by the caller */
+    charge_sync(ph);
+    return ok;
 }
 
 void ph_take_given_back(page_heap_t *ph, list_t *out)
@@ -414,8 +458,12 @@ static bool mergeable(unsigned state, unsigned neighbour_state, bool fresh)
 {
     if (state == RUN_BUSY || neighbour_state == RUN_BUSY)
         return false;
+    /* Under a memory limit a fresh run keeps its clean neighbours apart:
+     * merged, their pages would count as resident (memlimit.h) until
+     * decay purged them again. */
     return neighbour_state == state ||
-           (state == RUN_DIRTY && (neighbour_state == RUN_RETAINED || (fresh && neighbour_state == RUN_CLEAN)));
+           (state == RUN_DIRTY && (neighbour_state == RUN_RETAINED ||
+                                   (fresh && neighbour_state == RUN_CLEAN && !memlimit_any())));
 }
 
 static span_t *free_neighbour(span_t *r, uintptr_t addr, bool fresh)
@@ -520,11 +568,30 @@ span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed
         errno = *need_bytes != 0 ? EAGAIN : ENOMEM;
         return NULL;
     }
-    if (r == NULL)
-        r = segment_create(ph, need);
+    bool charged = false;
     if (r == NULL) {
+        /* the charge first: a refused request maps nothing */
+        if (!charge_clean(ph, req->npages)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        charged = true;
+        r = segment_create(ph, need);
+    }
+    if (r == NULL) {
+        charge_sync(ph);   /* takes back what charge_clean counted */
         errno = ENOMEM;
         return NULL;
+    }
+    if (!charged && r->state == RUN_CLEAN && !charge_clean(ph, req->npages)) {
+        /* at the limit: a zeroed request may still take resident pages
+         * (find_run prefers clean ones for it) and clear them */
+        span_t *other = req->zero ? find_run(ph, need, false) : NULL;
+        if (other == NULL || other->state == RUN_CLEAN) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        r = other;
     }
     uintptr_t start = r->start + ((req->phase - r->start) & (req->align - 1));
     size_t head_pages = (start - r->start) >> LG_PAGE;
@@ -543,6 +610,7 @@ span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed
         if (block == NULL || (head_pages != 0 && tail_pages != 0 && tail == NULL)) {
             if (block != NULL)
                 pool_put(&ph->spans, block);
+            charge_sync(ph);   /* takes back the pages charge_clean counted */
             errno = ENOMEM;
             return NULL;
         }
@@ -563,6 +631,7 @@ span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed
     map_ends(block);
     seg->free_pages -= req->npages;
     ph->active_pages += req->npages;
+    charge_sync(ph);
     return block;
 }
 
@@ -578,7 +647,9 @@ span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
     span_reset(s, ph, seg, SPAN_FREE, start, npages);
     s->state = RUN_DIRTY;
     s->freed_at_ns = now_ns;
-    return coalesce_and_file(ph, s, true);
+    span_t *r = coalesce_and_file(ph, s, true);
+    charge_sync(ph);
+    return r;
 }
 
 bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
@@ -590,6 +661,8 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
         return false;
     span_t *next = radix_span(end);
     if (next == NULL || next->kind != SPAN_FREE || next->state == RUN_BUSY || next->npages < extra)
+        return false;
+    if (next->state == RUN_CLEAN && !charge_clean(ph, extra))
         return false;
     run_unfile(ph, next);
     if (s->npages > 1)
@@ -608,6 +681,7 @@ bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)
     map_ends(s);
     seg->free_pages -= extra;
     ph->active_pages += extra;
+    charge_sync(ph);
     return true;
 }
 
@@ -632,7 +706,9 @@ span_t *ph_shrink(page_heap_t *ph, span_t *s, size_t npages, uint64_t now_ns)
     t->freed_at_ns = now_ns;
     s->seg->free_pages += cut;
     ph->active_pages -= cut;
-    return coalesce_and_file(ph, t, true);
+    span_t *r = coalesce_and_file(ph, t, true);
+    charge_sync(ph);
+    return r;
 }
 
 void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
@@ -661,6 +737,7 @@ void ph_release_all(page_heap_t *ph, void (*forget)(const span_t *))
         segment_let_go(ph, seg);
     }
     ph->active_pages = 0;
+    charge_sync(ph);
 }
 
 /* ---- decay ------------------------------------------------------------- */
@@ -851,6 +928,7 @@ void ph_postfork_reclaim_busy(page_heap_t *ph, const purge_batch_t *const *live,
         ph->busy_pages -= s->npages;
         retain(ph, s);
     }
+    charge_sync(ph);
 }
 
 /* A run ends clean only if the kernel zeroed all of it; a lazy purge
@@ -887,6 +965,7 @@ size_t ph_purge_finish(page_heap_t *ph, purge_batch_t *b, uint64_t now_ns)
         settle(ph, r);
     }
     b->n = 0;
+    charge_sync(ph);
     return released;
 }
 
@@ -994,6 +1073,9 @@ bool ph_check(page_heap_t *ph)
     }
     if (n != ph->nsegments)
         return check_fail("segment count is wrong");
+    size_t charged = ph->options.sourced ? 0 : (ph->mapped_bytes >> LG_PAGE) - ph->free_runs[RUN_CLEAN].npages;
+    if (ph->charged_pages != charged)
+        return check_fail("memory limit charge is not mapped minus clean pages");
     if (active != ph->active_pages)
         return check_fail("active page count is wrong");
     if (busy != ph->busy_pages)

@@ -17,9 +17,16 @@
  * disjoint runs; the heap must not be released while one is in flight
  * (the arena serialises its batches and reset with its purge_lock).
  *
+ * The memory limit (memlimit.h): a clean run (never touched, or zeroed
+ * by MADV_DONTNEED) is the only state that holds no resident page, so a
+ * heap's charge is its mapped pages minus its clean ones. Taking pages out
+ * of a clean run (ph_alloc, ph_grow) is the one step that may be refused:
+ * it fails with ENOMEM and the thread's refusal flag raised; every other
+ * change is reported after the fact.
+ *
  * Every other call here is made with the arena lock held.
  * Owns: segments, span descriptors, run indexes, decay lists.
- * May call: os, radix, base, runs (never conf or types: options come in
+ * May call: os, memlimit, radix, base, runs (never conf or types: options come in
  * page_options_t, and a reset's typed blocks go to the caller's callback).
  */
 #ifndef DPM_PAGES_H
@@ -60,6 +67,10 @@ typedef struct page_heap {
     size_t nsegments;
     size_t mapped_bytes;
     size_t reserved_bytes;            /* of mapped_bytes: dpm_reserve segments */
+    /* Pages of this heap in the memory limit's charge (memlimit.h): every
+     * mapped page but the clean ones (0 for a sourced heap, whose memory
+     * is its source's). Kept equal to mapped - clean by charge_sync. */
+    size_t charged_pages;
     list_t to_give_back;              /* sourced segments unlinked, for ph_source_give_back */
     size_t active_pages;              /* pages in slabs and large blocks */
     size_t busy_pages;                /* free pages out of the indexes being purged */
@@ -180,8 +191,9 @@ extern __thread uint32_t ph_source_calls_here;
 void *ph_source_alloc(const page_source_t *src, size_t size, bool *zeroed);
 /* Lock held: mem (size bytes, SEG_UNIT aligned) becomes a segment of ph
  * (sourced: from ph's source; reserved: a prefaulted dpm_reserve range,
- * never purged or unmapped). False if out of metadata: the caller gives
- * mem back. */
+ * never purged or unmapped, whose size the caller has already charged to
+ * the memory limit with memlimit_try_charge). False if out of metadata:
+ * the caller gives mem back (and uncharges a reserved range). */
 bool ph_add_segment(page_heap_t *ph, void *mem, size_t size, bool zeroed, bool sourced, bool reserved);
 /* Makes the pages of ph's slabs and large blocks resident (dpm_reserve),
  * where the kernel can populate (Linux 5.14). Caller holds the arena lock. */

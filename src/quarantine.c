@@ -12,6 +12,7 @@
 #include "arena.h"
 #include "canary.h"
 #include "error.h"
+#include "memlimit.h"
 #include "conf.h"
 #include "os.h"
 
@@ -28,6 +29,8 @@ static void release(span_t *s)
     /* access back first: its pages go to the heap usable, or not at all */
     if (!os_commit((void *)s->start, block_bytes(s)))
         return;
+    /* its pages count again as the heap's (dirty once it is home) */
+    memlimit_force_charge(block_bytes(s));
     __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
     arena_free_large(s);
 }
@@ -48,6 +51,9 @@ bool quarantine_large_put(span_t *s)
         __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
         return false;
     }
+    /* discarded and without access: out of the memory limit's charge
+     * while parked, though its page heap counts the block as active */
+    memlimit_uncharge(block_bytes(s));
     unsigned i = __atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) % QUARANTINE_SLOTS;
     span_t *old = __atomic_exchange_n(&ring[i], s, __ATOMIC_ACQ_REL);
     if (old != NULL)

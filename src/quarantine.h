@@ -8,7 +8,8 @@
  * parked meanwhile). The ring costs address space only: at most
  * QUARANTINE_SLOTS blocks, each smaller than oversize_threshold (blocks
  * of that size go back to the OS at once, as in every mode).
- * Owns: the rings. May call: arena, os, error.
+ * Owns: the rings. May call: arena, os, error, memlimit (parked blocks
+ * leave the memory limit's charge).
  */
 #ifndef DPM_QUARANTINE_H
 #define DPM_QUARANTINE_H

@@ -5,6 +5,7 @@
 #include "numa.h"
 #include "conf.h"
 #include "emitter.h"
+#include "memlimit.h"
 #include "global.h"
 #include "os.h"
 #include "types.h"
@@ -388,6 +389,26 @@ static void print_nodes(emitter_t *em)
     em_obj_end(em);
 }
 
+/* The memory limit's charge, limits and counters (memlimit.h), read now
+ * rather than at the epoch: they are atomics of their own. */
+static void print_memory_limit(emitter_t *em)
+{
+    memlimit_stats_t m;
+    memlimit_stats_read(&m);
+    em_obj_begin(em, "memory");
+    em_u64(em, "charged", m.charged);
+    em_u64(em, "peak", m.peak);
+    em_u64(em, "limit", m.limit);
+    em_u64(em, "soft_limit", m.soft_limit);
+    em_u64(em, "limit_refusals", m.refusals);
+    em_u64(em, "limit_reclaims", m.reclaims);
+    em_u64(em, "limit_failures", m.failures);
+    em_u64(em, "soft_limit_passes", m.soft_passes);
+    em_u64(em, "soft_limit_above_ms", m.soft_above_ns / 1000000u);
+    em_bool(em, "above_soft_limit", m.above_soft);
+    em_obj_end(em);
+}
+
 static void print_totals(emitter_t *em)
 {
     em_obj_begin(em, "totals");
@@ -401,6 +422,7 @@ static void print_totals(emitter_t *em)
     em_u64(em, "tcache_bytes", snap.tcache_bytes);
     em_u64(em, "narenas", snap.narenas);
     em_obj_end(em);
+    print_memory_limit(em);
     print_nodes(em);
 }
 

@@ -51,6 +51,14 @@ static const ctl_node_t opt_nodes[] = {
     {"opt.slab_sizes", "const char *"},
     {"opt.pcv_slots", "unsigned"},
     {"opt.pcv_size", "size_t"},
+    {"opt.prof", "bool"},
+    {"opt.prof_active", "bool"},
+    {"opt.prof_final", "bool"},
+    {"opt.prof_leak", "bool"},
+    {"opt.lg_prof_sample", "size_t"},
+    {"opt.prof_prefix", "const char *"},
+    {"opt.memory_limit_mb", "size_t"},
+    {"opt.memory_soft_limit_mb", "size_t"},
 };
 static unsigned ctl_node_count(void) { return sizeof opt_nodes / sizeof opt_nodes[0]; }
 static const ctl_node_t *ctl_node_at(unsigned i) { return &opt_nodes[i]; }

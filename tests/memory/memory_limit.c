@@ -1,0 +1,656 @@
+/*
+ * memory_limit.c - the memory limit (docs/design.md, "Memory limit"):
+ * memory_limit_mb / memory.limit and memory_soft_limit_mb /
+ * memory.soft_limit, and the stats.memory.* counters.
+ *
+ * Proves:
+ * - enomem_each_call: under a limit 32 MiB above the charge, malloc of
+ *   1 MiB blocks ends in NULL/ENOMEM with the charge never past the limit;
+ *   then small malloc, calloc, aligned_alloc, a large realloc growth
+ *   (NULL, the block kept intact) and posix_memalign (ENOMEM) fail too,
+ *   and every one succeeds once the blocks are freed;
+ * - reclaim_first: 100 MiB touched and freed in a manual arena that never
+ *   purges (dirty_decay_ms -1), then 100 MiB more in this thread's arena
+ *   under a limit 150 MiB above the start: all of it succeeds, because the
+ *   refused charges made the allocator purge first (limit_refusals and
+ *   limit_reclaims grow, limit_failures does not), and the charge ends
+ *   below the limit;
+ * - ctl_runtime: memory.limit reads back what was written; a limit below
+ *   the live charge keeps the live blocks intact, refuses the next growth,
+ *   and allocation works again after frees, or once the limit is 0;
+ * - soft_limit: freeing 64 MiB of 1 MiB blocks while above a soft limit
+ *   gives the pages back at once (RSS drops by at least 40 MiB, and
+ *   above_soft_limit clears), where the same frees without the soft limit
+ *   keep them (default decay: 10 s; RSS drops by less than 24 MiB);
+ * - threads: 4 threads allocating 256 KiB blocks to the limit at once stop
+ *   with ENOMEM, stats.memory.peak never passes the limit by more than
+ *   4 MiB (the metadata bound docs/design.md states), and once all is
+ *   freed each can allocate again;
+ * - child_to_the_end: a child with memory.limit 64 MiB allocating 1 MiB
+ *   blocks and touching them until NULL ends with ENOMEM and exits
+ *   normally (no OOM kill);
+ * - charge_and_reserve (child): 64 MiB touched raise the charge by 64 to
+ *   68 MiB, freed and trimmed they leave it (within 4 MiB); dpm_reserve
+ *   past the limit fails with ENOMEM and charges nothing, within it adds
+ *   its 16 MiB (to 18), and blocks from the reserve add nothing;
+ * - ctl_runtime also sees the write of a limit below the charge run the
+ *   reclaim (limit_reclaims), soft_limit the time above the soft limit
+ *   (soft_limit_above_ms grows by 40 ms or more over a 50 ms spell);
+ * - churn (child, 60 s watchdog): 4 threads of random sizes and calls at
+ *   the limit while a fifth moves the limits and trims: no deadlock,
+ *   every NULL with ENOMEM, heap invariants, peak within the highest
+ *   limit plus 4 MiB, allocation free again with the limits off;
+ * - stats_output: the text and JSON reports carry the memory section
+ *   with the limit set;
+ * - heap invariants (debug.check_heap: a heap's charge is its mapped
+ *   minus its clean pages) hold after every test;
+ * - argv[1] == "conf" (test memory_limit_conf, DPMALLOC_CONF
+ *   memory_limit_mb:48,memory_soft_limit_mb:32): the options set the
+ *   limits at start and an allocation loop ends in ENOMEM below 48 MiB.
+ *
+ * usage: test_memory_limit [conf]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "test.h"
+#include "../ctl/ctl_util.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#define MiB ((size_t)1 << 20)
+
+static size_t charged(void) { return CTL_SIZE("stats.memory.charged"); }
+
+static void set_limit(size_t v) { EXPECT_EQ_I(ctl_set("memory.limit", &v, sizeof v), 0); }
+static void set_soft(size_t v) { EXPECT_EQ_I(ctl_set("memory.soft_limit", &v, sizeof v), 0); }
+
+static void check_heap(void) { EXPECT_EQ_U(ctl_heap_broken(), 0); }
+
+/* caps on the loops that run to the limit: a broken limit fails the
+ * test without taking the machine's memory */
+#define MAXBLOCKS 128
+
+TEST(enomem_each_call)
+{
+    static void *blocks[MAXBLOCKS];
+    size_t base = charged();
+    size_t limit = base + 32 * MiB;
+    set_limit(limit);
+    EXPECT_EQ_U(CTL_SIZE("memory.limit"), limit);
+    EXPECT_EQ_U(CTL_SIZE("stats.memory.limit"), limit);
+    uint64_t fails0 = CTL_U64("stats.memory.limit_failures");
+    unsigned n = 0;
+    for (; n < MAXBLOCKS; n++) {
+        errno = 0;
+        blocks[n] = malloc(MiB);
+        if (blocks[n] == NULL)
+            break;
+        memset(blocks[n], 1, MiB);
+        EXPECT_LE_U(charged(), limit);
+    }
+    EXPECT(n < MAXBLOCKS && errno == ENOMEM, "n %u errno %d", n, errno);
+    EXPECT(n >= 20 && n <= 32, "%u blocks of 1 MiB under a 32 MiB limit", n);
+    EXPECT_GE_U(CTL_U64("stats.memory.limit_failures"), fails0 + 1);
+    /* the rest in small blocks, until those fail too */
+    unsigned nsmall = 0;
+    static void *small[200000];
+    for (; nsmall < 200000; nsmall++) {
+        errno = 0;
+        small[nsmall] = malloc(256);
+        if (small[nsmall] == NULL)
+            break;
+    }
+    EXPECT(nsmall < 200000 && errno == ENOMEM, "small: %u, errno %d", nsmall, errno);
+    EXPECT_LE_U(charged(), limit);
+    errno = 0;
+    EXPECT_NULL(calloc(1, 2 * MiB));
+    EXPECT_ERRNO(ENOMEM);
+    errno = 0;
+    EXPECT_NULL(aligned_alloc(65536, 2 * MiB));
+    EXPECT_ERRNO(ENOMEM);
+    void *pm = (void *)1;
+    EXPECT_EQ_I(posix_memalign(&pm, 4096, 2 * MiB), ENOMEM);
+    errno = 0;
+    void *grown = realloc(blocks[0], 8 * MiB);
+    EXPECT_NULL(grown);
+    EXPECT_ERRNO(ENOMEM);
+    if (grown != NULL)   /* a failed check: keep the block for the frees below */
+        blocks[0] = grown;
+    unsigned char *b0 = blocks[0];
+    EXPECT(b0[0] == 1 && b0[MiB - 1] == 1, "realloc's failure kept the block");
+    check_heap();
+    for (unsigned i = 0; i < nsmall; i++)
+        free(small[i]);
+    for (unsigned i = 0; i < n; i++)
+        free(blocks[i]);
+    /* everything again, at the same limit */
+    void *p = malloc(MiB), *c = calloc(1, 2 * MiB), *a = aligned_alloc(65536, 2 * MiB), *s = malloc(256);
+    EXPECT_NONNULL(p);
+    EXPECT_NONNULL(c);
+    EXPECT_NONNULL(a);
+    EXPECT_NONNULL(s);
+    EXPECT_EQ_I(posix_memalign(&pm, 4096, 2 * MiB), 0);
+    void *r = realloc(p, 8 * MiB);
+    EXPECT_NONNULL(r);
+    free(r);
+    free(c);
+    free(a);
+    free(s);
+    free(pm);
+    check_heap();
+    set_limit(0);
+}
+
+TEST(reclaim_first)
+{
+    static void *blocks[MAXBLOCKS];
+    unsigned mine = CTL_UNS("thread.arena"), manual = 0;
+    size_t l = sizeof manual;
+    EXPECT_EQ_I(dpm_ctl("arenas.create", &manual, &l, NULL, 0), 0);
+    ssize_t never = -1;
+    EXPECT_EQ_I(ctl_set(ctl_name("arena.%u.dirty_decay_ms", manual), &never, sizeof never), 0);
+    EXPECT_EQ_I(ctl_set(ctl_name("arena.%u.muzzy_decay_ms", manual), &never, sizeof never), 0);
+    size_t limit = charged() + 150 * MiB;
+    set_limit(limit);
+    uint64_t refusals0 = CTL_U64("stats.memory.limit_refusals");
+    uint64_t reclaims0 = CTL_U64("stats.memory.limit_reclaims");
+    uint64_t fails0 = CTL_U64("stats.memory.limit_failures");
+    /* 100 MiB in the manual arena, touched and freed: dirty pages there */
+    EXPECT_EQ_I(ctl_set("thread.arena", &manual, sizeof manual), 0);
+    for (unsigned i = 0; i < 100; i++) {
+        blocks[i] = malloc(MiB + 4096);   /* no large cache keeps blocks of a manual arena */
+        EXPECT_NONNULL(blocks[i]);
+        if (blocks[i] != NULL)
+            memset(blocks[i], 2, MiB + 4096);
+    }
+    for (unsigned i = 0; i < 100; i++)
+        free(blocks[i]);
+    EXPECT_GE_U(charged(), 100 * MiB);   /* the dirty pages still count */
+    /* 100 MiB more in the thread's own arena */
+    EXPECT_EQ_I(ctl_set("thread.arena", &mine, sizeof mine), 0);
+    unsigned got = 0;
+    for (unsigned i = 0; i < 100; i++) {
+        blocks[i] = malloc(MiB);
+        if (blocks[i] != NULL) {
+            memset(blocks[i], 3, MiB);
+            got++;
+        }
+        EXPECT_LE_U(charged(), limit);
+    }
+    EXPECT_EQ_U(got, 100);
+    EXPECT_GE_U(CTL_U64("stats.memory.limit_refusals"), refusals0 + 1);
+    EXPECT_GE_U(CTL_U64("stats.memory.limit_reclaims"), reclaims0 + 1);
+    EXPECT_EQ_U(CTL_U64("stats.memory.limit_failures"), fails0);
+    check_heap();
+    for (unsigned i = 0; i < 100; i++)
+        free(blocks[i]);
+    set_limit(0);
+}
+
+TEST(ctl_runtime)
+{
+    static void *blocks[64];
+    size_t v = 12345 * 4096;
+    set_limit(v);
+    EXPECT_EQ_U(CTL_SIZE("memory.limit"), v);
+    set_soft(v / 2);
+    EXPECT_EQ_U(CTL_SIZE("memory.soft_limit"), v / 2);
+    EXPECT_EQ_U(CTL_SIZE("stats.memory.soft_limit"), v / 2);
+    set_soft(0);
+    /* old value out, new in, in one call */
+    size_t old = 0, nv = 0, ol = sizeof old;
+    EXPECT_EQ_I(dpm_ctl("memory.limit", &old, &ol, &nv, sizeof nv), 0);
+    EXPECT_EQ_U(old, v);
+    EXPECT_EQ_U(CTL_SIZE("memory.limit"), 0);
+    EXPECT_EQ_I(ctl_set("stats.memory.charged", &v, sizeof v), EPERM);
+    EXPECT_EQ_I(ctl_set("memory.limit", &v, 3), EINVAL);
+
+    for (unsigned i = 0; i < 64; i++) {
+        blocks[i] = malloc(MiB);
+        EXPECT_NONNULL(blocks[i]);
+        if (blocks[i] != NULL)
+            memset(blocks[i], (int)i, MiB);
+    }
+    /* below the live charge: nothing live goes, the next growth fails */
+    uint64_t reclaims0 = CTL_U64("stats.memory.limit_reclaims");
+    size_t below = charged() - 16 * MiB;
+    set_limit(below);
+    for (unsigned i = 0; i < 64; i++) {
+        unsigned char *b = blocks[i];
+        EXPECT(b != NULL && b[0] == (unsigned char)i && b[MiB - 1] == (unsigned char)i, "block %u intact", i);
+    }
+    EXPECT_GE_U(CTL_U64("stats.memory.limit_reclaims"), reclaims0 + 1);   /* the write reclaimed */
+    errno = 0;
+    EXPECT_NULL(malloc(MiB));
+    EXPECT_ERRNO(ENOMEM);
+    for (unsigned i = 0; i < 32; i++) {
+        free(blocks[i]);
+        blocks[i] = NULL;
+    }
+    void *p = malloc(MiB);   /* from the freed blocks' dirty pages */
+    EXPECT_NONNULL(p);
+    free(p);
+    /* purged, the freed pages leave the charge */
+    malloc_trim(0);
+    EXPECT_LE_U(charged(), below);
+    for (unsigned i = 32; i < 64; i++)
+        free(blocks[i]);
+    malloc_trim(0);
+    /* nothing left to reclaim: a growth past the limit fails, and
+     * succeeds once the limit is 0 */
+    set_limit(charged() + MiB);
+    errno = 0;
+    EXPECT_NULL(malloc(8 * MiB));
+    EXPECT_ERRNO(ENOMEM);
+    set_limit(0);
+    p = malloc(8 * MiB);
+    EXPECT_NONNULL(p);
+    free(p);
+    check_heap();
+}
+
+/* 64 MiB of 1 MiB blocks touched, then freed: the RSS that goes away. */
+static size_t rss_drop_after_free(unsigned sleep_ms)
+{
+    static void *blocks[64];
+    for (unsigned i = 0; i < 64; i++) {
+        blocks[i] = malloc(MiB);
+        EXPECT_NONNULL(blocks[i]);
+        if (blocks[i] != NULL)
+            memset(blocks[i], 4, MiB);
+    }
+    usleep(sleep_ms * 1000u);
+    size_t before = rss_bytes();
+    for (unsigned i = 0; i < 64; i++)
+        free(blocks[i]);
+    size_t after = rss_bytes();
+    return before > after ? before - after : 0;
+}
+
+TEST(soft_limit)
+{
+    /* control: default decay (10 s) keeps most freed pages resident */
+    malloc_trim(0);
+    size_t kept = rss_drop_after_free(0);
+    bool secure = false;
+    ssize_t decay = 0;
+    EXPECT_EQ_I(ctl_get("opt.secure", &secure, sizeof secure), 0);
+    EXPECT_EQ_I(ctl_get("opt.dirty_decay_ms", &decay, sizeof decay), 0);
+    /* the control holds where freed pages wait for decay: not in secure
+     * mode (its quarantine discards freed large blocks) nor with short
+     * decay times */
+    if (!secure && decay >= 1000)
+        EXPECT(kept < 24 * MiB, "without a soft limit %zu MiB went at once", kept / MiB);
+    fprintf(stderr, "  without a soft limit %zu MiB of 64 went at once\n", kept / MiB);
+    malloc_trim(0);
+    uint64_t passes0 = CTL_U64("stats.memory.soft_limit_passes");
+    size_t soft = charged() + 8 * MiB;
+    set_soft(soft);
+    /* the frees purge at once until the charge is at most 7/8 of the
+     * soft limit: about 56 of the 64 MiB go */
+    uint64_t above_ms0 = CTL_U64("stats.memory.soft_limit_above_ms");
+    size_t dropped = rss_drop_after_free(50);
+    EXPECT_GE_U(CTL_U64("stats.memory.soft_limit_above_ms"), above_ms0 + 40);
+    EXPECT(dropped >= 44 * MiB, "above the soft limit only %zu MiB went at once", dropped / MiB);
+    fprintf(stderr, "  above the soft limit %zu MiB of 64 went at once\n", dropped / MiB);
+    EXPECT_LE_U(charged(), soft);
+    EXPECT_GE_U(CTL_U64("stats.memory.soft_limit_passes"), passes0 + 1);
+    bool above = true;
+    EXPECT_EQ_I(ctl_get("stats.memory.above_soft_limit", &above, sizeof above), 0);
+    EXPECT(!above, "charge %zu still above the soft limit %zu", charged(), CTL_SIZE("memory.soft_limit"));
+    set_soft(0);
+    check_heap();
+}
+
+#define NTHREADS 4
+#define THREAD_CAP 256   /* 64 MiB per thread */
+static size_t thread_limit;
+static pthread_barrier_t start_line, all_stopped, all_freed;
+static unsigned thread_got[NTHREADS], thread_again[NTHREADS];
+static int thread_errno[NTHREADS];
+
+static void *to_the_limit(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    static void *blocks[NTHREADS][THREAD_CAP];
+    pthread_barrier_wait(&start_line);
+    unsigned n = 0;
+    for (; n < THREAD_CAP; n++) {
+        errno = 0;
+        blocks[id][n] = malloc(256 << 10);
+        if (blocks[id][n] == NULL)
+            break;
+        memset(blocks[id][n], 5, 256 << 10);
+    }
+    thread_errno[id] = errno;
+    thread_got[id] = n;
+    pthread_barrier_wait(&all_stopped);
+    for (unsigned i = 0; i < n; i++)
+        free(blocks[id][i]);
+    pthread_barrier_wait(&all_freed);
+    unsigned again = 0;
+    for (; again < 16; again++)
+        if ((blocks[id][again] = malloc(256 << 10)) == NULL)
+            break;
+    thread_again[id] = again;
+    for (unsigned i = 0; i < again; i++)
+        free(blocks[id][i]);
+    return NULL;
+}
+
+/* In a child: a fresh peak, and no dirty pages of earlier tests that
+ * the reclaim could hand to the threads. */
+static int threads_child(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);   /* dirty pages inherited would serve blocks uncharged */
+    thread_limit = charged() + 64 * MiB;
+    if (ctl_action("memory.peak_reset") != 0 || CTL_SIZE("stats.memory.peak") != charged())
+        TEST_FAIL("memory.peak_reset did not restart the peak");
+    set_limit(thread_limit);
+    pthread_barrier_init(&start_line, NULL, NTHREADS);
+    pthread_barrier_init(&all_stopped, NULL, NTHREADS);
+    pthread_barrier_init(&all_freed, NULL, NTHREADS);
+    pthread_t t[NTHREADS];
+    for (unsigned i = 0; i < NTHREADS; i++)
+        pthread_create(&t[i], NULL, to_the_limit, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    unsigned total = 0;
+    for (unsigned i = 0; i < NTHREADS; i++) {
+        EXPECT(thread_got[i] < THREAD_CAP && thread_errno[i] == ENOMEM, "thread %u: %u blocks, errno %d", i,
+               thread_got[i], thread_errno[i]);
+        EXPECT_EQ_U(thread_again[i], 16);
+        total += thread_got[i];
+    }
+    EXPECT(total >= 200 && total <= 256, "%u blocks of 256 KiB under 64 MiB", total);
+    size_t peak = CTL_SIZE("stats.memory.peak");
+    EXPECT(peak <= thread_limit + 4 * MiB, "peak %zu, limit %zu", peak, thread_limit);
+    set_limit(0);
+    check_heap();
+    return test_failures != 0;
+}
+
+TEST(threads)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(threads_child, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+}
+
+static int child_to_the_end(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);   /* what the parent's tests left free goes */
+    size_t limit = 64 * MiB, start = charged();
+    if (start > 16 * MiB || ctl_set("memory.limit", &limit, sizeof limit) != 0)
+        return 2;
+    size_t total = 0;
+    for (;;) {
+        errno = 0;
+        void *p = malloc(MiB);
+        if (p == NULL)
+            break;
+        memset(p, 6, MiB);   /* kept: the loop ends only at the limit */
+        total += MiB;
+        if (total > 128 * MiB)
+            return 3;
+    }
+    if (errno != ENOMEM)
+        return 4;
+    if (total + start > limit || total + start + 8 * MiB < limit) {
+        fprintf(stderr, "%zu MiB allocated from a charge of %zu KiB under 64 MiB\n", total / MiB, start >> 10);
+        return 5;
+    }
+    return 0;
+}
+
+TEST(child_to_the_end)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(child_to_the_end, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+}
+
+/* The charge follows what is touched and given back; a reserve counts
+ * whole, and past the limit is refused before it is mapped. In a child:
+ * a reserve stays for the arena's life. */
+static int charge_child(void *arg)
+{
+    (void)arg;
+    static void *blocks[16];
+    malloc_trim(0);
+    size_t c0 = charged();
+    for (unsigned i = 0; i < 16; i++) {
+        blocks[i] = malloc(4 * MiB);
+        if (blocks[i] == NULL)
+            return 2;
+        memset(blocks[i], 8, 4 * MiB);
+    }
+    size_t c1 = charged();
+    if (c1 < c0 + 64 * MiB || c1 > c0 + 68 * MiB) {
+        fprintf(stderr, "64 MiB touched: charge %zu -> %zu\n", c0, c1);
+        return 3;
+    }
+    for (unsigned i = 0; i < 16; i++)
+        free(blocks[i]);
+    malloc_trim(0);
+    size_t c2 = charged();
+    if (c2 > c0 + 4 * MiB) {
+        fprintf(stderr, "freed and trimmed: charge %zu, from %zu\n", c2, c0);
+        return 4;
+    }
+    size_t limit = c2 + 8 * MiB;
+    ctl_set("memory.limit", &limit, sizeof limit);
+    if (dpm_reserve(16 * MiB, DPM_SOCKET_ID_ANY, DPM_RESERVE_NO_HUGEPAGES) != ENOMEM || charged() != c2) {
+        fprintf(stderr, "reserve past the limit not refused (charge %zu, was %zu)\n", charged(), c2);
+        return 5;
+    }
+    limit = c2 + 32 * MiB;
+    ctl_set("memory.limit", &limit, sizeof limit);
+    if (dpm_reserve(16 * MiB, DPM_SOCKET_ID_ANY, DPM_RESERVE_NO_HUGEPAGES) != 0)
+        return 6;
+    size_t c3 = charged();
+    if (c3 < c2 + 16 * MiB || c3 > c2 + 18 * MiB) {
+        fprintf(stderr, "16 MiB reserve: charge %zu -> %zu\n", c2, c3);
+        return 7;
+    }
+    /* blocks from the reserve cost nothing more */
+    void *p = malloc(8 * MiB);
+    if (p == NULL || charged() > c3 + 64 * 1024) {
+        fprintf(stderr, "8 MiB from the reserve: charge %zu -> %zu\n", c3, charged());
+        return 8;
+    }
+    free(p);
+    return ctl_heap_broken() == 0 ? 0 : 9;
+}
+
+TEST(charge_and_reserve)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(charge_child, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+}
+
+/* Churn at the limit: 4 threads allocate blocks of random sizes (16 B to
+ * 2 MiB, every third one aligned or zeroed), touch them, keep up to 256,
+ * and free half of them at each NULL (which must come with ENOMEM);
+ * meanwhile a fifth thread moves the hard limit between 24 and 40 MiB
+ * above the start and the soft limit with it, and trims. In a child with
+ * a 60 s watchdog: a deadlock fails the test. Ends with the heap's
+ * invariants, the peak within the highest limit plus 4 MiB, and no
+ * failure once the limits are off. */
+#define CHURN_KEEP 256
+static size_t churn_base;
+static volatile int churn_stop;
+
+static void *churn_worker(void *arg)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
+    static __thread void *live[CHURN_KEEP];
+    unsigned n = 0, fails = 0;
+    while (!churn_stop) {
+        size_t size = 16 + test_rand(&seed) % (test_rand(&seed) % 4 == 0 ? 2 * MiB : 4096);
+        unsigned how = (unsigned)(test_rand(&seed) % 3);
+        errno = 0;
+        void *p = how == 0 ? malloc(size) : how == 1 ? calloc(1, size) : aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+        if (p == NULL) {
+            if (errno != ENOMEM)
+                fails++;
+            for (unsigned i = 0; i < n / 2; i++)
+                free(live[--n]);
+            continue;
+        }
+        memset(p, 9, size < 8192 ? size : 8192);
+        if (n == CHURN_KEEP)
+            free(live[--n]);
+        live[n++] = p;
+    }
+    while (n > 0)
+        free(live[--n]);
+    return (void *)(uintptr_t)fails;
+}
+
+static int churn_child(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);
+    churn_base = charged();
+    /* the limits before the threads: unlimited, their frees would count
+     * clean neighbours (design.md) and their growth is unbounded */
+    size_t hard0 = churn_base + 40 * MiB, soft0 = hard0 - 8 * MiB;
+    ctl_set("memory.limit", &hard0, sizeof hard0);
+    ctl_set("memory.soft_limit", &soft0, sizeof soft0);
+    ctl_action("memory.peak_reset");
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, churn_worker, (void *)i);
+    for (unsigned round = 0; round < 400; round++) {
+        size_t hard = churn_base + (round % 2 ? 24 : 40) * MiB, soft = hard - 8 * MiB;
+        ctl_set("memory.limit", &hard, sizeof hard);
+        ctl_set("memory.soft_limit", &soft, sizeof soft);
+        if (round % 16 == 0)
+            malloc_trim(0);
+        usleep(2000);
+    }
+    churn_stop = 1;
+    unsigned bad = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += (unsigned)(uintptr_t)r;
+    }
+    size_t zero = 0;
+    ctl_set("memory.limit", &zero, sizeof zero);
+    ctl_set("memory.soft_limit", &zero, sizeof zero);
+    size_t peak = CTL_SIZE("stats.memory.peak");
+    if (bad != 0 || ctl_heap_broken() != 0 || peak > churn_base + 44 * MiB) {
+        fprintf(stderr, "churn: %u NULLs without ENOMEM, peak %zu from %zu\n", bad, peak, churn_base);
+        return 1;
+    }
+    fprintf(stderr, "  churn: peak %zu KiB above the start (highest limit 40 MiB), %llu refusals, %llu reclaims, %llu failures\n",
+            (peak - churn_base) >> 10, (unsigned long long)CTL_U64("stats.memory.limit_refusals"),
+            (unsigned long long)CTL_U64("stats.memory.limit_reclaims"),
+            (unsigned long long)CTL_U64("stats.memory.limit_failures"));
+    void *p = malloc(64 * MiB);
+    if (p == NULL)
+        return 2;
+    free(p);
+    return 0;
+}
+
+TEST(churn)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(churn_child, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+    fputs(ch.err, stderr);
+}
+
+struct text {
+    char buf[1 << 16];
+    size_t len;
+};
+
+static void collect(void *opaque, const char *s)
+{
+    struct text *t = opaque;
+    size_t n = strlen(s);
+    if (t->len + n < sizeof t->buf) {
+        memcpy(t->buf + t->len, s, n);
+        t->len += n;
+        t->buf[t->len] = 0;
+    }
+}
+
+TEST(stats_output)
+{
+    size_t limit = charged() + 77 * MiB;
+    set_limit(limit);
+    static struct text t;
+    char want[64];
+    t.len = 0;
+    dpm_stats_print(collect, &t, "J");
+    snprintf(want, sizeof want, "\"limit\": %zu", limit);
+    EXPECT(strstr(t.buf, "\"memory\": {") != NULL && strstr(t.buf, want) != NULL, "JSON: no %s", want);
+    EXPECT(strstr(t.buf, "\"charged\": ") != NULL && strstr(t.buf, "\"limit_reclaims\": ") != NULL, "JSON counters");
+    t.len = 0;
+    dpm_stats_print(collect, &t, "");
+    snprintf(want, sizeof want, "%zu", limit);
+    const char *m = strstr(t.buf, "memory");
+    EXPECT(m != NULL && strstr(m, "charged") != NULL && strstr(m, want) != NULL, "text: %s", t.buf);
+    set_limit(0);
+}
+
+TEST(conf)
+{
+    EXPECT_EQ_U(CTL_SIZE("memory.limit"), 48 * MiB);
+    EXPECT_EQ_U(CTL_SIZE("memory.soft_limit"), 32 * MiB);
+    EXPECT_EQ_U(CTL_SIZE("opt.memory_limit_mb"), 48);
+    EXPECT_EQ_U(CTL_SIZE("opt.memory_soft_limit_mb"), 32);
+    size_t total = 0;
+    for (;;) {
+        errno = 0;
+        void *p = malloc(MiB);
+        if (p == NULL)
+            break;
+        memset(p, 7, MiB);
+        total += MiB;
+        if (total > 64 * MiB)
+            break;
+    }
+    EXPECT_ERRNO(ENOMEM);
+    EXPECT(total >= 32 * MiB && total < 48 * MiB, "%zu MiB under a 48 MiB limit", total / MiB);
+    EXPECT_LE_U(charged(), 48 * MiB);
+    EXPECT_GE_U(CTL_U64("stats.memory.soft_limit_passes"), 1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "conf") == 0) {
+        RUN(conf);
+        return test_done();
+    }
+    RUN(enomem_each_call);
+    RUN(reclaim_first);
+    RUN(ctl_runtime);
+    RUN(soft_limit);
+    RUN(threads);
+    RUN(child_to_the_end);
+    RUN(charge_and_reserve);
+    RUN(churn);
+    RUN(stats_output);
+    return test_done();
+}
