@@ -1162,6 +1162,77 @@ DPM_EXPORT size_t dpm_good_size(size_t size)
     return arena_large_usable(size, 0);
 }
 
+/* What aligned_at_impl(size, align, 0, ...) hands out, by its own
+ * choice of class (nallocx; size > 0, align a power of two up to
+ * DPM_MAX_ALIGN); 0 if it cannot be allocated. A block of guard_sample
+ * has exactly its requested bytes instead. */
+size_t aligned_usable_impl(size_t size, size_t align)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return 0;
+    if (align <= QUANTUM)
+        return dpm_good_size(size);
+    if (align <= PAGE) {
+        unsigned plain = request_class(size);
+        unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : request_class_aligned(size, align);
+        if (c < NSMALL)
+            return sc_size(c) - canary_bytes();
+        if (c < g.tcache_nclasses)   /* a cached large class */
+            return sc_size(c);
+    } else if (align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
+        unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
+        if (c < NSMALL)
+            return sc_size(c) - canary_bytes();
+        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX)   /* its special bin */
+            return sc_size(c);
+    }
+    return arena_large_usable(size, 0);
+}
+
+/* xallocx: p resized in place only, to at least size and at most
+ * size + extra bytes where the block allows; returns its usable bytes
+ * afterwards. A slab block keeps its class; a large block is resized
+ * as realloc resizes it in place. */
+size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call)
+{
+    if (off_map_block(p))
+        return off_map_usable(p, call);
+    span_t *s = checked_span(p, call);
+    check_not_cached(p, s, call, "use after free of");
+    size_t old = span_usable(s);
+    if (s->kind != SPAN_LARGE || (uintptr_t)p != s->base || size > ALLOC_MAX)
+        return old;
+    size_t most = extra > ALLOC_MAX - size ? ALLOC_MAX : size + extra;
+    if (old >= size && old <= most)
+        return old;
+    /* the slack a large cache keeps for a growing block serves first (or
+     * goes back to the block), as in realloc; then the largest the caller
+     * takes, then the least it needs */
+    bool done = large_cache_slack_resize(s, most) && s->usable >= size;
+    if (!done && most > SMALL_MAX)
+        done = arena_resize_large_in_place(s, most, true);
+    if (!done && size > SMALL_MAX && old < size)
+        done = arena_resize_large_in_place(s, size, true);
+    if (done) {
+        s->grew |= s->usable > old;
+        s->requested = size;   /* a sized free may name any size from here up to usable */
+    }
+    DPM_ANN_OPEN_RANGE(p, old, s->usable);
+    if (unlikely(opt.zero) && s->usable > old)
+        memset((char *)p + old, 0, s->usable - old);
+    return s->usable;
+}
+
+/* realloc at an alignment, naming call (rallocx). */
+void *realloc_aligned_impl(void *p, size_t size, size_t align, const char *call)
+{
+    if (p == NULL)
+        return aligned_at_impl(size, align, 0, false);
+    if (size == 0)
+        return realloc_to_zero(p, call);
+    return realloc_checked(p, size, align, call);
+}
+
 DPM_EXPORT void *dpm_malloc_aligned(size_t size, size_t align)
 {
     void *p = bad_alignment(align) ? NULL : aligned_at_impl(size, align, 0, false);

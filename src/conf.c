@@ -268,6 +268,7 @@ void conf_init(void)
     conf_parse(DPM_DEFAULT_CONF);
     if (&dpm_conf != NULL && dpm_conf != NULL)
         conf_parse(dpm_conf);
+    conf_jemalloc_init(conf_env() == NULL);   /* malloc_conf, MALLOC_CONF */
     conf_parse(conf_env());
     if (opt.tcache_nslots_small_min > opt.tcache_nslots_small_max)
         opt.tcache_nslots_small_min = opt.tcache_nslots_small_max;

@@ -59,7 +59,8 @@ extern dpm_opts_t opt;
  * manual and NUMA node arenas. */
 #define OPT_NARENAS_MAX 3072
 
-/* Defaults, then the compiled-in string, dpm_conf, DPMALLOC_CONF. */
+/* Defaults, then the compiled-in string, dpm_conf, malloc_conf and
+ * MALLOC_CONF (conf_jemalloc.c), DPMALLOC_CONF. */
 void conf_init(void);
 /* getenv(name), but NULL when the program runs with more privileges than
  * its invoker (AT_SECURE: setuid, setgid, file capabilities). For every
@@ -68,6 +69,12 @@ const char *conf_secure_getenv(const char *name);
 /* Parses one "k:v,k:v" string into opt; returns the number of errors.
  * Exposed for tests. */
 int conf_parse(const char *conf);
+
+/* jemalloc's dialect (conf_jemalloc.c): a program's malloc_conf, then
+ * MALLOC_CONF when DPMALLOC_CONF is absent; conf_parse_jemalloc parses
+ * one string (returns the number of errors; exposed for tests). */
+void conf_jemalloc_init(bool dpmalloc_conf_absent);
+int conf_parse_jemalloc(const char *conf);
 
 /* Description of one option for ctl and docs: name, and how to print it. */
 typedef enum { OPT_BOOL, OPT_UNSIGNED, OPT_SIZE, OPT_SSIZE, OPT_STRING } opt_type_t;
