@@ -221,6 +221,7 @@ void *alloc_at_low_water(size_t size, tc_bin_t *b)
     if (p == NULL)
         return alloc_slow(size);
     counter_add(&b->nrequests, 1);
+    thread_count_alloc(sc_size((unsigned)(b - tc->bins)));
     return p;
 }
 
@@ -231,7 +232,8 @@ static void *zero_size_block(size_t align)
     return unlikely(opt.secure) ? zero_block_alloc(align) : NULL;
 }
 
-void *alloc_slow(size_t size)
+/* alloc_slow's body; *counted: the block was counted (alloc_fast's) */
+static void *alloc_slow_raw(size_t size, bool *counted)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
@@ -240,14 +242,23 @@ void *alloc_slow(size_t size)
         return z;
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    if (tls_state == THREAD_NEW && thread_cache_make())
+    if (tls_state == THREAD_NEW && thread_cache_make()) {
+        *counted = true;
         return alloc_fast(size);
+    }
     if (!sample_this_call())
         return alloc_slow_body(size);
     uint64_t t0 = cpu_cycles();
     void *p = alloc_slow_body(size);
     sample_record(true, t0);
     return p;
+}
+
+void *alloc_slow(size_t size)
+{
+    bool counted = false;
+    void *p = alloc_slow_raw(size, &counted);
+    return counted ? p : thread_count_alloc_block(p);
 }
 
 /* Validates p against its span; returns the span or aborts naming call. */
@@ -398,10 +409,17 @@ static void off_map_free(void *p, size_t promise, const char *call)
         dpm_misuse(call, p, "size does not match the block at");
     int *err = &errno, saved = *err;
     if (zero_block_in_region(p))
-        zero_block_free(p, call);
+        zero_block_free(p, call);   /* no usable byte to count */
     else
-        guarded_free(p, call);
+        thread_count_free(guarded_free(p, call));
     *err = saved;
+}
+
+void *thread_count_alloc_block(void *p)
+{
+    if (p != NULL)
+        thread_count_alloc(off_map_block(p) ? off_map_usable(p, "malloc") : span_usable(span_of(p)));
+    return p;
 }
 
 /* free keeps errno (POSIX.1-2024): the slow paths below may make system
@@ -456,13 +474,20 @@ static void free_leaf_miss_body(void *p, const char *call)
         if (tls_state == THREAD_NEW && thread_cache_make())
             free_fast(p, call);
         else
-            free_slow(p, span_of(p), call);
+            free_slow_counted(p, span_of(p), call);
         return;
     }
     /* No ordering for signal handlers: like glibc's, dpmalloc's calls
      * are not async-signal-safe (include/dpmalloc.h). */
     thread_leaf_set(a, leaf);
     free_fast(p, call);
+}
+
+void free_slow_counted(void *p, span_t *s, const char *call)
+{
+    if (s != NULL)
+        thread_count_free(span_usable(s));
+    free_slow(p, s, call);
 }
 
 void free_leaf_miss(void *p, const char *call)
@@ -522,10 +547,10 @@ bool thread_cache_make(void)
     return true;
 }
 
-void *alloc_front_miss(size_t size)
+/* alloc_front_miss of a thread on the CPU caches; apart, so that the
+ * thread cache's fast path above keeps its few registers */
+static DPM_NOINLINE void *cpu_front_miss(size_t size)
 {
-    if (tls_thread.cpu_table != cpu_cache_table)
-        return thread_alloc_fast(size);
     unsigned c = sc_of_size(size);
     if (c >= g.tcache_nclasses)
         return alloc_slow(size);
@@ -535,7 +560,14 @@ void *alloc_front_miss(size_t size)
     if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         tcache_event(tcache_mine());
     void *sampled = maybe_guarded(size, cpu_cache_fill_count(c));
-    return sampled != NULL ? sampled : cpu_class_miss(c, size);
+    return thread_count_alloc_block(sampled != NULL ? sampled : cpu_class_miss(c, size));
+}
+
+void *alloc_front_miss(size_t size)
+{
+    if (tls_thread.cpu_table != cpu_cache_table)
+        return thread_alloc_fast(size);
+    return cpu_front_miss(size);
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
@@ -586,7 +618,7 @@ void *calloc_impl(size_t n, size_t size)
     if (unlikely(!dpm_ready()) || unlikely(total > ALLOC_MAX))
         return fail_nomem();
     /* Large: bypass the thread cache so that clean pages skip the memset. */
-    return alloc_uncached(thread_arena(), sc_of_size(total), total, true);
+    return thread_count_alloc_block(alloc_uncached(thread_arena(), sc_of_size(total), total, true));
 }
 
 size_t usable_size_impl(const void *p, const char *call)
@@ -666,7 +698,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
 {
     void *q;
     if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)
-        q = grown_block(size, align);
+        q = thread_count_alloc_block(grown_block(size, align));
     else
         q = align <= QUANTUM ? alloc_fast(size) : aligned_at_impl(size, align, 0, false);
     if (q == NULL)
@@ -683,9 +715,10 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
      * neighbours, and move again; from the page heap that request is
      * placed where its free neighbours coalesced, and grows in place. */
     DPM_ANN_FREE(p);
-    if (old_span->kind == SPAN_LARGE && size > old_usable)
+    if (old_span->kind == SPAN_LARGE && size > old_usable) {
+        thread_count_free(old_usable);
         free_home(p, old_span, call);
-    else
+    } else
         free_fast(p, call);
     return q;
 }
@@ -709,8 +742,11 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
     /* secure mode checks sized frees against the class: a block stays in
      * place only while its class is one the new size could have */
     if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM) &&
-        (!opt.secure || request_could_make(s, size)))
+        (!opt.secure || request_could_make(s, size))) {
+        thread_count_free(old);   /* a realloc counts both blocks, as jemalloc's */
+        thread_count_alloc(old);
         return p;
+    }
     /* A large block keeps its place while it is at most a quarter bigger
      * than the new size (the class rounding a fresh block would have);
      * otherwise it is resized in place to what a fresh block of the new
@@ -732,6 +768,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
+            thread_count_free(old);
+            thread_count_alloc(s->usable);
             return p;
         }
     }
@@ -771,6 +809,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
             s->grew = 1;
             s->requested = size;
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
+            thread_count_free(old);
+            thread_count_alloc(s->usable);
             return p;
         }
     }
@@ -899,7 +939,9 @@ DPM_INLINE uint64_t *shape_slot(uint64_t shape)
 }
 _Static_assert(SHAPE_MEMO == 256 && PAGE < (1u << 24), "shape_slot takes the hash's top 8 bits; shapes fit 56 bits");
 
-void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
+/* aligned_at_impl's body; *counted: the block was counted (alloc_fast's
+ * or calloc's) */
+static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero, bool *counted)
 {
     size_t off = offset & (align - 1);
     if (off != 0 && align <= PAGE && size <= SMALL_MAX && tls_thread.cpu_table == cpu_cache_table) {
@@ -920,8 +962,10 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     void *z;
     if (unlikely(size == 0) && off == 0 && (z = zero_size_block(align)) != NULL)
         return z;
-    if (align <= QUANTUM && off == 0)
+    if (align <= QUANTUM && off == 0) {
+        *counted = true;
         return zero ? calloc_impl(1, size) : alloc_fast(size);
+    }
     if (align <= PAGE) {
         /* the plain class when its size is a multiple of align (every
          * large class is): sc_of_size_aligned starts from it and would
@@ -968,6 +1012,13 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     return p != NULL ? p : fail_nomem();
 }
 
+void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
+{
+    bool counted = false;
+    void *p = aligned_at_raw(size, align, offset, zero, &counted);
+    return counted ? p : thread_count_alloc_block(p);
+}
+
 static bool bad_alignment(size_t align)
 {
     if (is_pow2(align) && align <= DPM_MAX_ALIGN)
@@ -992,7 +1043,7 @@ static bool typed_block(arena_t *a, unsigned c, void **p)
 /* A block of arena a from its typed bins (typed: type != 0; small ones
  * through the stashes of typed blocks) or plain bins, never through a
  * thread or CPU cache. align is a power of two. */
-static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
+static void *arena_block_raw(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
 {
     size_t bytes = size == 0 ? 1 : size;
     if (align <= SMALL_MAX) {   /* beyond a page: classes whose slabs are aligned (sc_slab_align) */
@@ -1016,6 +1067,11 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
     void *p = large_block(a, &req);
     DPM_ANN_ALLOC(p, size, zero);
     return p != NULL ? p : fail_nomem();
+}
+
+static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
+{
+    return thread_count_alloc_block(arena_block_raw(a, size, align, zero, typed, type));
 }
 
 /* The checks of the rte_malloc-shaped calls that name an arena, a type
@@ -1119,7 +1175,7 @@ void free_sized_miss(void *p, size_t size, const char *call)
     if (!thread_leaf_covers((uintptr_t)p))
         free_leaf_miss(p, call);   /* caches the leaf for the next frees */
     else
-        free_slow(p, s, call);
+        free_slow_counted(p, s, call);
 }
 
 void free_sized_impl(void *p, size_t size, const char *call)
@@ -1220,6 +1276,10 @@ size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call
     DPM_ANN_OPEN_RANGE(p, old, s->usable);
     if (unlikely(opt.zero) && s->usable > old)
         memset((char *)p + old, 0, s->usable - old);
+    if (s->usable != old) {   /* a resize counts both sizes, as jemalloc's xallocx */
+        thread_count_free(old);
+        thread_count_alloc(s->usable);
+    }
     return s->usable;
 }
 
@@ -1365,7 +1425,7 @@ static arena_t *socket_arena(int socket)
  * the pop of socket_alloc gives it. */
 static void *socket_handout(void *slot, size_t size, bool zero)
 {
-    void *p = cpu_handout(slot);
+    void *p = thread_count_alloc_block(cpu_handout(slot));
     DPM_ANN_OPEN(p, size);
     if (zero)
         memset(p, 0, size);
@@ -1398,7 +1458,7 @@ static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socke
             void *slot;
             if (cpu_cache_pop(cpu_cache_node_tables[node], c * sizeof(cpu_bin_t), &slot))
                 return socket_handout(slot, size, zero);
-            void *p = cpu_cache_alloc_miss(a, tc_node_class(node, c));
+            void *p = thread_count_alloc_block(cpu_cache_alloc_miss(a, tc_node_class(node, c)));
             if (p == NULL)
                 return fail_nomem();
             DPM_ANN_OPEN(p, size);

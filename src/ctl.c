@@ -333,6 +333,18 @@ static int h_ncached_write(const ctl_call_t *c, const void *arg)
     return 0;
 }
 
+/* thread.allocated / thread.deallocated (arg "de"), and with "p" the
+ * address of the calling thread's live counter (alloc.h) */
+static int h_thread_counter(const ctl_call_t *c, const void *arg)
+{
+    const char *which = arg;
+    uint64_t *counter = which[0] == 'd' ? &tls_thread.deallocated : &tls_thread.allocated;
+    if (which[strlen(which) - 1] == 'p')
+        return read_only(c, &counter, sizeof(counter));
+    uint64_t v = *counter;
+    return read_only(c, &v, sizeof(v));
+}
+
 /* ---- arena.<i>.* ------------------------------------------------------- */
 
 #define CTL_ARENAS_ALL 4096
@@ -667,6 +679,10 @@ static const ctl_node_t fixed_nodes[] = {
     {"arenas.lextent.#.size", "size_t", "r-", h_lextent_size, NULL},
     {"thread.arena", "unsigned", "rw", h_thread_arena, NULL},
     {"thread.tcache.flush", "void", "--", h_tcache_flush, NULL},
+    {"thread.allocated", "uint64_t", "r-", h_thread_counter, "a"},
+    {"thread.allocatedp", "uint64_t *", "r-", h_thread_counter, "ap"},
+    {"thread.deallocated", "uint64_t", "r-", h_thread_counter, "d"},
+    {"thread.deallocatedp", "uint64_t *", "r-", h_thread_counter, "dp"},
     {"thread.tcache.enabled", "bool", "rw", h_tcache_enabled, NULL},
     {"thread.tcache.ncached_max.read_sizeclass", "size_t", "rw", h_ncached_read, NULL},
     {"thread.tcache.ncached_max.write", "const char *", "-w", h_ncached_write, NULL},
