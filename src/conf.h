@@ -70,11 +70,13 @@ const char *conf_secure_getenv(const char *name);
  * Exposed for tests. */
 int conf_parse(const char *conf);
 
-/* jemalloc's dialect (conf_jemalloc.c): a program's malloc_conf, then
- * MALLOC_CONF when DPMALLOC_CONF is absent; conf_parse_jemalloc parses
- * one string (returns the number of errors; exposed for tests). */
-void conf_jemalloc_init(bool dpmalloc_conf_absent);
-int conf_parse_jemalloc(const char *conf);
+/* jemalloc's dialect (conf_jemalloc.c): the next item of a MALLOC_CONF
+ * string at *cursor (advanced past it) translated into dpmalloc's
+ * "key:value" in out ("" for an empty item, or a name dpmalloc has not,
+ * which was warned about); false at the string's end (cursor NULL too).
+ * conf_jemalloc_program: the program's malloc_conf, or NULL. */
+bool conf_jemalloc_item(const char **cursor, char *out, size_t room);
+const char *conf_jemalloc_program(void);
 
 /* Description of one option for ctl and docs: name, and how to print it. */
 typedef enum { OPT_BOOL, OPT_UNSIGNED, OPT_SIZE, OPT_SSIZE, OPT_STRING } opt_type_t;

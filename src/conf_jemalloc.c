@@ -1,14 +1,16 @@
 /*
  * conf_jemalloc.c - options in jemalloc's dialect: the MALLOC_CONF
- * environment variable (read only when DPMALLOC_CONF is absent, and not
- * under AT_SECURE) and a program's `const char *malloc_conf`. Each
- * jemalloc name that dpmalloc has with the same meaning is translated
- * into a dpmalloc "key:value" and handed to conf_parse, which applies it
- * or warns about its value; any other name gets conf.c's one-line
- * "unknown option" warning. docs/config.md ("MALLOC_CONF") lists the map.
+ * environment variable and a program's `const char *malloc_conf`, which
+ * conf.c reads (MALLOC_CONF only when DPMALLOC_CONF is absent, and not
+ * under AT_SECURE). Each jemalloc name that dpmalloc has with the same
+ * meaning is translated, item by item, into a dpmalloc "key:value" that
+ * conf.c hands to conf_parse, which applies it or warns about its value;
+ * any other name gets conf.c's one-line "unknown option" warning here.
+ * docs/config.md ("MALLOC_CONF") lists the map.
  *
- * Runs inside conf_init, before the heap exists: no allocation.
- * May call: conf (conf_parse, conf_secure_getenv), error (warnings).
+ * Runs inside conf_init, before the heap exists: no allocation. Called
+ * by conf.c and calls nothing of it (the rooms stay one way).
+ * May call: error (warnings).
  */
 #include "conf.h"
 #include "error.h"
@@ -81,15 +83,19 @@ static unsigned decimal(char *out, unsigned long long v)
     return n;
 }
 
-/* One jemalloc "key:value" (value absent: has_v false); returns errors. */
-static int apply_one(const char *k, size_t klen, const char *v, size_t vlen, bool has_v)
+/* One jemalloc item, k:v (has_v false: no colon), into out (room bytes)
+ * in dpmalloc's names; "" after warning about a name dpmalloc has not. */
+static void translate(const char *k, size_t klen, const char *v, size_t vlen, bool has_v, char *out, size_t room)
 {
-    char line[160], num[24];
+    char num[24];
+    out[0] = '\0';
     /* jemalloc's junk: true/false, or alloc/free for one side; dpmalloc's
      * junk fills on both sides */
-    if (is(k, klen, "junk") && has_v && (is(v, vlen, "alloc") || is(v, vlen, "free")))
-        return conf_parse("junk:true");
-    /* lg_tcache_max: log2 of tcache_max */
+    if (is(k, klen, "junk") && has_v && (is(v, vlen, "alloc") || is(v, vlen, "free"))) {
+        join(out, room, "junk", 4, "true", 4, true);
+        return;
+    }
+    /* lg_tcache_max: log2 of tcache_max (a bad N is conf_parse's bad value) */
     if (is(k, klen, "lg_tcache_max") && has_v && vlen > 0 && vlen <= 2 && v[0] >= '0' && v[0] <= '9' &&
         (vlen == 1 || (v[1] >= '0' && v[1] <= '9'))) {
         unsigned lg = (unsigned)(v[0] - '0');
@@ -97,44 +103,43 @@ static int apply_one(const char *k, size_t klen, const char *v, size_t vlen, boo
             lg = lg * 10 + (unsigned)(v[1] - '0');
         if (lg < 48) {
             decimal(num, 1ull << lg);
-            join(line, sizeof(line), "tcache_max", 10, num, strlen(num), true);
-            return conf_parse(line);
+            join(out, room, "tcache_max", 10, num, strlen(num), true);
+            return;
         }
+    }
+    if (is(k, klen, "lg_tcache_max")) {
+        join(out, room, "tcache_max", 10, v, vlen, has_v);
+        return;
     }
     const char *dpm = is(k, klen, "junk") ? "junk" : NULL;
     for (unsigned i = 0; dpm == NULL && i < ARRAY_LEN(same_names); i++)
         if (is(k, klen, same_names[i].je))
             dpm = same_names[i].dpm;
-    if (dpm != NULL && join(line, sizeof(line), dpm, strlen(dpm), v, vlen, has_v))
-        return conf_parse(line);
-    /* a jemalloc name dpmalloc has not (or a bad lg_tcache_max): the
-     * warning conf_parse gives an unknown name, in the same words */
+    if (dpm != NULL && join(out, room, dpm, strlen(dpm), v, vlen, has_v))
+        return;
+    /* a jemalloc name dpmalloc has not: the warning conf_parse gives an
+     * unknown name, in the same words */
+    char line[160];
     if (!join(line, sizeof(line), k, klen, v, vlen, has_v))
         join(line, sizeof(line), k, klen < 64 ? klen : 64, NULL, 0, false);
-    dpm_warn3("unknown option ", line, " (ignored, default kept)");
-    return 1;
+    dpm_warn3(dpm != NULL ? "bad value for option " : "unknown option ", line, " (ignored, default kept)");
 }
 
-int conf_parse_jemalloc(const char *conf)
+bool conf_jemalloc_item(const char **cursor, char *out, size_t room)
 {
-    int errors = 0;
-    for (const char *p = conf; p != NULL && *p != '\0';) {
-        const char *end = strchr(p, ',');
-        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
-        const char *colon = memchr(p, ':', len);
-        size_t klen = colon != NULL ? (size_t)(colon - p) : len;
-        if (len != 0)
-            errors += apply_one(p, klen, colon != NULL ? colon + 1 : NULL, colon != NULL ? len - klen - 1 : 0,
-                                colon != NULL);
-        p = end != NULL ? end + 1 : NULL;
-    }
-    return errors;
+    const char *p = *cursor;
+    if (p == NULL || *p == '\0')
+        return false;
+    const char *end = strchr(p, ',');
+    size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    const char *colon = memchr(p, ':', len);
+    size_t klen = colon != NULL ? (size_t)(colon - p) : len;
+    out[0] = '\0';
+    if (len != 0)
+        translate(p, klen, colon != NULL ? colon + 1 : NULL, colon != NULL ? len - klen - 1 : 0, colon != NULL, out,
+                  room);
+    *cursor = end != NULL ? end + 1 : p + len;
+    return true;
 }
 
-void conf_jemalloc_init(bool dpmalloc_conf_absent)
-{
-    if (&malloc_conf != NULL && malloc_conf != NULL)
-        conf_parse_jemalloc(malloc_conf);
-    if (dpmalloc_conf_absent)
-        conf_parse_jemalloc(conf_secure_getenv("MALLOC_CONF"));
-}
+const char *conf_jemalloc_program(void) { return &malloc_conf != NULL ? malloc_conf : NULL; }

@@ -25,7 +25,7 @@ fail() {
 }
 command -v redis-server >/dev/null || skip "no redis-server"
 command -v redis-cli >/dev/null || skip "no redis-cli"
-ldd "$(command -v redis-server)" | grep -q libjemalloc || skip "redis-server is not linked against jemalloc"
+grep -q libjemalloc <<<"$(ldd "$(command -v redis-server)")" || skip "redis-server is not linked against jemalloc"
 
 tmp=$(mktemp -d)
 pids=()
@@ -51,7 +51,7 @@ start() {
     fi
     pids+=($!)
     for _ in $(seq 100); do
-        [ -S "$dir/s" ] && redis-cli -s "$dir/s" PING 2>/dev/null | grep -q PONG && return 0
+        [ -S "$dir/s" ] && [ "$(redis-cli -s "$dir/s" PING 2>/dev/null | tr -d '\r')" = PONG ] && return 0
         sleep 0.1
     done
     cat "$dir/log" >&2
@@ -81,9 +81,12 @@ echo "preloaded: allocator_allocated $a0 -> $a1, active $act1, resident $res1"
 
 # the figures are dpmalloc's: its stats.allocated read through redis's mallctl
 stats=$(cli dp MEMORY MALLOC-STATS)
-echo "$stats" | head -1 | grep -q "___ dpmalloc statistics ___" ||
-    fail "MEMORY MALLOC-STATS is not dpmalloc's report: $(echo "$stats" | head -3)"
-echo "$stats" | grep -q "jemalloc" && fail "MEMORY MALLOC-STATS mentions jemalloc"
+# (here-strings, not pipes: under pipefail a grep -q that stops reading
+# early fails the pipeline through its writer's SIGPIPE)
+first=${stats%%$'\n'*}
+[[ $first == *"___ dpmalloc statistics ___"* ]] ||
+    fail "MEMORY MALLOC-STATS is not dpmalloc's report: ${stats:0:200}"
+grep -q "jemalloc" <<<"$stats" && fail "MEMORY MALLOC-STATS mentions jemalloc"
 
 cli dp FLUSHALL >/dev/null
 [ "$(cli dp MEMORY PURGE | tr -d '\r')" = OK ] || fail "MEMORY PURGE (arena.<narenas>.purge) failed"
@@ -97,7 +100,8 @@ echo "after FLUSHALL and MEMORY PURGE: allocator_allocated $a2, resident $res2"
 start je
 fill je 100000
 jstats=$(cli je MEMORY MALLOC-STATS)
-echo "$jstats" | head -1 | grep -q "jemalloc statistics" ||
-    fail "without the preload, MEMORY MALLOC-STATS should be jemalloc's: $(echo "$jstats" | head -1)"
+jfirst=${jstats%%$'\n'*}
+[[ $jfirst == *"jemalloc statistics"* ]] ||
+    fail "without the preload, MEMORY MALLOC-STATS should be jemalloc's: ${jfirst:0:200}"
 echo "without the preload: allocator_allocated $(field je allocator_allocated) (jemalloc's)"
 echo "ok"
