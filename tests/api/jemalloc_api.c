@@ -108,6 +108,10 @@ TEST(failures_set_errno)
     EXPECT_NULL(mallocx(16, MALLOCX_TCACHE(0)));
     EXPECT_ERRNO(EINVAL);
     EXPECT_EQ_U(nallocx(16, MALLOCX_TCACHE(3)), 0);
+    /* an arena that does not exist */
+    errno = 0;
+    EXPECT_NULL(mallocx(16, MALLOCX_ARENA(4000)));
+    EXPECT_ERRNO(EINVAL);
     /* an alignment beyond DPM_MAX_ALIGN */
     errno = 0;
     EXPECT_NULL(mallocx(16, MALLOCX_LG_ALIGN(40)));
