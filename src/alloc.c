@@ -415,10 +415,20 @@ static void off_map_free(void *p, size_t promise, const char *call)
     *err = saved;
 }
 
+/* No span: a block of an arena that another thread destroyed meanwhile
+ * (a misuse dpm_malloc_arena's documentation forbids: the block is gone
+ * already); the count must not be what crashes. */
 void *thread_count_alloc_block(void *p)
 {
-    if (p != NULL)
-        thread_count_alloc(off_map_block(p) ? off_map_usable(p, "malloc") : span_usable(span_of(p)));
+    if (p == NULL)
+        return p;
+    if (off_map_block(p)) {
+        thread_count_alloc(off_map_usable(p, "malloc"));
+        return p;
+    }
+    const span_t *s = span_of(p);
+    if (likely(s != NULL))
+        thread_count_alloc(span_usable(s));
     return p;
 }
 
@@ -715,11 +725,18 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
      * neighbours, and move again; from the page heap that request is
      * placed where its free neighbours coalesced, and grows in place. */
     DPM_ANN_FREE(p);
-    if (old_span->kind == SPAN_LARGE && size > old_usable) {
+    if (old_span->kind == SPAN_LARGE) {
+        /* the usable size the caller had (a slack that realloc_general
+         * gave back to the block since is not the caller's); free_fast
+         * would take free_slow for it too (tag 0) */
         thread_count_free(old_usable);
-        free_home(p, old_span, call);
-    } else
+        if (size > old_usable)
+            free_home(p, old_span, call);
+        else
+            free_slow(p, old_span, call);
+    } else {
         free_fast(p, call);
+    }
     return q;
 }
 
