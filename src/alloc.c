@@ -1256,8 +1256,8 @@ size_t aligned_usable_impl(size_t size, size_t align)
         unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
         if (c < NSMALL)
             return sc_size(c) - canary_bytes();
-        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX)   /* its special bin */
-            return sc_size(c);
+        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX)   /* its special bin: a slab, canary included */
+            return sc_size(c) - canary_bytes();
     }
     return arena_large_usable(size, 0);
 }
