@@ -2,7 +2,8 @@
 #   make         release build in build/ (build/libdpmalloc.so)
 #   make test    configure, build and run every test (CTest)
 #   make bench   quick benchmark against every allocator found
-#   make install header, libraries, dpmalloc.pc, CMake package, docs
+#   make install header, libraries, dpmalloc.pc, CMake package, docs,
+#                bin/dpmalloc-stat
 #                into PREFIX (/usr/local), under DESTDIR if given
 BUILD ?= build
 CMAKE ?= cmake
@@ -35,7 +36,7 @@ test-thread:
 PREFIX ?= /usr/local
 install:
 	$(CMAKE) -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=Release
-	$(CMAKE) --build $(BUILD) -j --target dpmalloc dpmalloc_static dpmalloc_plain
+	$(CMAKE) --build $(BUILD) -j --target dpmalloc dpmalloc_static dpmalloc_plain dpmalloc-stat
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
 
 asan:

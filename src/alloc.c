@@ -13,6 +13,7 @@
 #include "numa.h"
 #include "canary.h"
 #include "guarded.h"
+#include "prof.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -50,6 +51,44 @@ static void *large_block(arena_t *a, const large_request_t *req)
     if (unlikely(p == NULL) && unlikely(opt.secure) && quarantine_drain("malloc") != 0)
         p = arena_alloc_large(a, req);
     return p;
+}
+
+/* prof:true: counts a request of size bytes; when it is the sampled one,
+ * serves it as a page run of its own, recorded in the profile (prof.h),
+ * else NULL: the caller goes on. Only blocks of the automatic arenas are
+ * sampled (a manual arena's reset hands back its pages wholesale). */
+static DPM_NOINLINE void *prof_sampled(size_t size, size_t align, size_t off, bool zero)
+{
+    arena_t *a = thread_arena();
+    if (a == NULL || a->manual || size > ALLOC_MAX)
+        return NULL;
+    int *err = &errno, saved = *err;
+    large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero || opt.zero};
+    void *p = large_block(a, &req);
+    *err = saved;   /* no memory for the sample: the allocation goes on unsampled */
+    if (p == NULL)
+        return NULL;
+    DPM_ANN_OPEN(p, size);
+    if (unlikely(opt.junk) && !req.zero)
+        memset(p, JUNK_ALLOC, size);
+    prof_record(span_of(p), size);
+    return p;
+}
+DPM_INLINE void *prof_counted(size_t size, size_t align, size_t off, bool zero)
+{
+    return likely(!prof_tick(size)) ? NULL : prof_sampled(size, align, off, zero);
+}
+
+/* prof:true: realloc resized the large block of span s in place to size
+ * bytes, which counts as freeing the old block and allocating the new
+ * one: a sample of the old size is dropped, the new size counted (and
+ * maybe sampled, in place). */
+static DPM_NOINLINE void prof_resized(span_t *s, size_t size)
+{
+    if (s->prof_sampled)
+        prof_forget(s);
+    if (prof_tick(size))
+        prof_record(s, size);
 }
 
 /* ---- sampling (opt.stats_cycles): 1 in SAMPLE_EVERY slow calls --------- */
@@ -161,7 +200,9 @@ static bool cpu_takes(unsigned k)
 static unsigned numa_pick_pop_table(void)
 {
     unsigned node = numa_cpu_node(rseq_cpu_now());
-    tls_thread.pop_table = node < TC_NODE_GROUPS ? cpu_cache_node_tables[node] : cpu_cache_none_table;
+    /* (prof:true: every pop through alloc_front_miss, which counts it) */
+    tls_thread.pop_table =
+        node < TC_NODE_GROUPS && !prof_on ? cpu_cache_node_tables[node] : cpu_cache_none_table;
     return node;
 }
 
@@ -186,7 +227,7 @@ static void *cpu_class_miss(unsigned c, size_t size)
     return p != NULL ? p : fail_nomem();
 }
 
-static void *alloc_slow_body(size_t size)
+static void *alloc_slow_plain(size_t size)
 {
     unsigned c = request_class(size);
     tcache_t *tc = tcache_mine();
@@ -211,6 +252,28 @@ static void *alloc_slow_body(size_t size)
             return p;
     }
     return alloc_uncached(thread_arena(), c, size, opt.zero);
+}
+
+/* prof:true: the sampled allocation of the slow path. A small one is a
+ * page run of its own (prof_sampled); a large one is whatever the path
+ * gives, recorded. */
+static DPM_NOINLINE void *prof_sampled_slow(size_t size)
+{
+    void *p;
+    if (request_class(size) < NSMALL && (p = prof_sampled(size, 1, 0, false)) != NULL)
+        return p;
+    p = alloc_slow_plain(size);
+    span_t *s = p != NULL ? span_of(p) : NULL;   /* NULL: guard_sample's block */
+    if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base)
+        prof_record(s, size);
+    return p;
+}
+
+static void *alloc_slow_body(size_t size)
+{
+    if (unlikely(prof_on) && unlikely(prof_tick(size)))
+        return prof_sampled_slow(size);
+    return alloc_slow_plain(size);
 }
 
 void *alloc_at_low_water(size_t size, tc_bin_t *b)
@@ -314,6 +377,8 @@ static void free_home(void *p, span_t *s, const char *call)
         if (likely(!opt.secure) || !quarantine_small_put(p, s, JUNK_FREE, call))
             arena_bin_flush(&p, 1);
     } else {
+        if (unlikely(s->prof_sampled))
+            prof_forget(s);
         large_cache_slack_detach(s);
         if (likely(!opt.secure) || !quarantine_large_put(s))
             arena_free_large(s);
@@ -360,8 +425,11 @@ static void free_slow_body(void *p, span_t *s, const char *call)
             arena_bin_flush(&p, 1);
         return;
     }
-    if (s->kind == SPAN_LARGE)
+    if (s->kind == SPAN_LARGE) {
+        if (unlikely(s->prof_sampled))
+            prof_forget(s);
         large_cache_slack_detach(s);   /* cached or freed whole */
+    }
     if (s->kind == SPAN_LARGE && tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
     free_home(p, s, call);
@@ -379,6 +447,8 @@ static void free_large(void *p, span_t *s, const char *call)
     if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED))
         dpm_misuse(call, p, "double free of");
     DPM_ANN_CLOSE_KEY(p);
+    if (unlikely(s->prof_sampled))
+        prof_forget(s);
     large_cache_slack_detach(s);   /* cached or freed whole */
     if (tls_state == THREAD_CACHED && large_cache_put(s, large_limits_mine()))
         return;
@@ -527,13 +597,14 @@ void thread_front_pick(void)
         cpu = false, keeps_own_cache = true;   /* the kernel refused: asked once */
     bool was_cpu = tls_thread.cpu_table == cpu_cache_table;
     /* on its own cache: the thread makes it now if it ran without one */
-    tcache_t *own = !cpu && tls_state == THREAD_CACHED ? tcache_make_own() : NULL;
+    /* (prof:true: a thread cache's pops would go uncounted, prof.h) */
+    tcache_t *own = !cpu && tls_state == THREAD_CACHED && !prof_on ? tcache_make_own() : NULL;
     if (own != NULL)
         (void)tcache_ensure_slots(own);
     else if (!cpu && tls_state == THREAD_CACHED)
         tls_state = THREAD_NOCACHE;   /* no memory for it: uncached */
     tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
-    tls_thread.pop_table = tls_thread.cpu_table;
+    tls_thread.pop_table = prof_on ? cpu_cache_none_table : tls_thread.cpu_table;
     if (cpu && opt.numa)
         (void)numa_pick_pop_table();
     /* what the thread freed may sit in any CPU's cache: a thread that
@@ -557,13 +628,10 @@ bool thread_cache_make(void)
     return true;
 }
 
-/* alloc_front_miss of a thread on the CPU caches; apart, so that the
- * thread cache's fast path above keeps its few registers */
-static DPM_NOINLINE void *cpu_front_miss(size_t size)
+/* A CPU cache's miss for cached class c: the thread's events, then a
+ * block from the slow half, counted (thread.allocated). */
+static void *cpu_front_miss(unsigned c, size_t size)
 {
-    unsigned c = sc_of_size(size);
-    if (c >= g.tcache_nclasses)
-        return alloc_slow(size);
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
     /* the thread's own stashes are trimmed by its events */
@@ -573,11 +641,36 @@ static DPM_NOINLINE void *cpu_front_miss(size_t size)
     return thread_count_alloc_block(sampled != NULL ? sampled : cpu_class_miss(c, size));
 }
 
+/* prof:true: every small malloc comes here (prof.h), is counted, then
+ * popped as the inline sequence would have. Out of line, so that
+ * alloc_front_miss's frame stays that of the thread cache's fast path. */
+static DPM_NOINLINE void *prof_front_alloc(unsigned c, size_t size)
+{
+    void *p = prof_counted(size, 1, 0, false);
+    if (p != NULL)
+        return thread_count_alloc_block(p);
+    if (!opt.numa && cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
+        return thread_count_alloc_block(cpu_handout(p));
+    return cpu_front_miss(c, size);
+}
+
+/* alloc_front_miss of a thread on the CPU caches; apart, so that the
+ * thread cache's fast path keeps its few registers */
+static DPM_NOINLINE void *cpu_alloc_miss(size_t size)
+{
+    unsigned c = sc_of_size(size);
+    if (c >= g.tcache_nclasses)
+        return alloc_slow(size);
+    if (unlikely(prof_on))
+        return prof_front_alloc(c, size);
+    return cpu_front_miss(c, size);
+}
+
 void *alloc_front_miss(size_t size)
 {
     if (tls_thread.cpu_table != cpu_cache_table)
         return thread_alloc_fast(size);
-    return cpu_front_miss(size);
+    return cpu_alloc_miss(size);
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
@@ -628,7 +721,11 @@ void *calloc_impl(size_t n, size_t size)
     if (unlikely(!dpm_ready()) || unlikely(total > ALLOC_MAX))
         return fail_nomem();
     /* Large: bypass the thread cache so that clean pages skip the memset. */
-    return thread_count_alloc_block(alloc_uncached(thread_arena(), sc_of_size(total), total, true));
+    bool sample = unlikely(prof_on) && prof_tick(total);
+    void *p = alloc_uncached(thread_arena(), sc_of_size(total), total, true);
+    if (unlikely(sample) && p != NULL)
+        prof_record(span_of(p), total);
+    return thread_count_alloc_block(p);
 }
 
 size_t usable_size_impl(const void *p, const char *call)
@@ -685,6 +782,9 @@ bool request_could_make(const span_t *s, size_t size)
  * rounding (a 6 KiB block in 8 KiB) for blocks that realloc grew. */
 static void *grown_block(size_t size, size_t align)
 {
+    void *sampled;
+    if (unlikely(prof_on) && (sampled = prof_counted(size, align, 0, opt.zero)) != NULL)
+        return sampled;
     arena_t *a = thread_arena();
     void *p = tls_state == THREAD_CACHED ? large_cache_take_grown(a, size) : NULL;
     if (p != NULL)
@@ -782,6 +882,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
         if (keep) {
             s->grew |= size > old;
             s->requested = size;
+            if (unlikely(prof_on))
+                prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
@@ -825,6 +927,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
             DPM_ANN_REALLOC_BEGIN(p);
             s->grew = 1;
             s->requested = size;
+            if (unlikely(prof_on))
+                prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             thread_count_free(old);
             thread_count_alloc(s->usable);
@@ -858,7 +962,9 @@ void *realloc_impl(void *p, size_t size, const char *call)
 static void *cpu_front_alloc(unsigned c, size_t size)
 {
     void *p;
-    if (cpu_cache_pop(tls_thread.pop_table, c * sizeof(cpu_bin_t), &p))
+    /* (prof:true: aligned_at_impl counted it; the real table, not the
+     * all-locked one malloc's pops use then) */
+    if (cpu_cache_pop(prof_on && !opt.numa ? cpu_cache_table : tls_thread.pop_table, c * sizeof(cpu_bin_t), &p))
         return cpu_handout(p);
     return cpu_class_miss(c, size);
 }
@@ -983,6 +1089,8 @@ static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero,
         *counted = true;
         return zero ? calloc_impl(1, size) : alloc_fast(size);
     }
+    if (unlikely(prof_on) && (z = prof_counted(size, align, off, zero)) != NULL)
+        return z;
     if (align <= PAGE) {
         /* the plain class when its size is a multiple of align (every
          * large class is): sc_of_size_aligned starts from it and would
@@ -996,7 +1104,8 @@ static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero,
             uint32_t phase = (uint32_t)((align - off) & (align - 1));
             void *p = phased_small(c, size, phase, zero);
             /* the shape for the next request (only mode cpu reads it) */
-            unsigned k = tls_thread.cpu_table == cpu_cache_table ? arena_phased_tag_find(c, phase) : TC_NONE;
+            /* (not under prof:true: the memo's pops would go uncounted) */
+            unsigned k = tls_thread.cpu_table == cpu_cache_table && !prof_on ? arena_phased_tag_find(c, phase) : TC_NONE;
             if (k != TC_NONE)
                 __atomic_store_n(shape_slot(shape_of(plain, align, off)), shape_of(plain, align, off) << 8 | k,
                                  __ATOMIC_RELAXED);

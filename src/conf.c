@@ -49,6 +49,12 @@ const opt_desc_t opt_table[] = {
     {"slab_sizes", OPT_STRING, opt.slab_sizes, 0, sizeof(opt.slab_sizes)},
     {"pcv_slots", OPT_UNSIGNED, &opt.pcv_slots, 0, 4096},
     {"pcv_size", OPT_SIZE, &opt.pcv_size, (int64_t)64 << 10, (int64_t)256 << 20},
+    {"prof", OPT_BOOL, &opt.prof, 0, 1},
+    {"prof_active", OPT_BOOL, &opt.prof_active, 0, 1},
+    {"prof_final", OPT_BOOL, &opt.prof_final, 0, 1},
+    {"prof_leak", OPT_BOOL, &opt.prof_leak, 0, 1},
+    {"lg_prof_sample", OPT_UNSIGNED, &opt.lg_prof_sample, 0, 62},
+    {"prof_prefix", OPT_STRING, opt.prof_prefix, 0, sizeof(opt.prof_prefix)},
 };
 const unsigned opt_table_len = ARRAY_LEN(opt_table);
 
@@ -70,6 +76,9 @@ static void set_defaults(void)
     opt.background_thread_auto = true;
     opt.lg_hugepage = 21;
     opt.pcv_size = (size_t)1 << 20;
+    opt.prof_active = true;
+    opt.lg_prof_sample = 19;
+    memcpy(opt.prof_prefix, "dpmprof", sizeof("dpmprof"));
 }
 
 typedef struct token {

@@ -50,6 +50,13 @@ typedef struct dpm_opts {
     char slab_sizes[256];             /* as given, for opt.slab_sizes */
     unsigned pcv_slots;               /* per-core variable slots; 0: automatic */
     size_t pcv_size;                  /* bytes of per-core variables per slot */
+    /* heap profiling (prof.h), with jemalloc's names */
+    bool prof;                        /* sample allocations with their stacks */
+    bool prof_active;                 /* sampling at start (prof.active at run time) */
+    bool prof_final;                  /* dump a profile at exit */
+    bool prof_leak;                   /* report what is still allocated at exit */
+    unsigned lg_prof_sample;          /* about one sample per 2^this bytes */
+    char prof_prefix[256];            /* dump files: <prefix>.<pid>.<seq>.<kind>.heap */
 } CACHE_ALIGNED dpm_opts_t;
 
 extern dpm_opts_t opt;

@@ -879,3 +879,10 @@ void cpu_caches_postfork_child(void)
         }
     }
 }
+
+/* For dpmalloc-stat (anchor.h): where the CPUs' caches and their tags'
+ * object sizes are. */
+extern cpu_cache_t *const *const anchor_ref_cpu_caches;
+extern const uint32_t *const anchor_ref_cpu_tag_objsize;
+cpu_cache_t *const *const anchor_ref_cpu_caches = caches;
+const uint32_t *const anchor_ref_cpu_tag_objsize = tag_objsize;

@@ -13,6 +13,7 @@
 #include "numa.h"
 #include "stats.h"
 #include "guarded.h"
+#include "prof.h"
 #include "quarantine.h"
 #include "zero_blocks.h"
 
@@ -127,6 +128,63 @@ static int h_background(const ctl_call_t *c, const void *arg)
     if (err == 0 && w == 1)
         err = background_set(v);
     return err;
+}
+
+/* ---- prof.* (heap profiling, prof.h): ENOENT unless prof:true ----------- */
+
+static int h_prof_dump(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *path = NULL;
+    if (!prof_on)
+        return ENOENT;
+    if (wants_read(c))
+        return EINVAL;
+    int w = write_in(c, &path, sizeof(path));
+    if (w < 0)
+        return -w;
+    return prof_dump(path);   /* NULL: the default name */
+}
+
+static int h_prof_active(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    if (!prof_on)
+        return ENOENT;
+    bool old = prof_active_get(), v;
+    int w = write_in(c, &v, sizeof(v));
+    if (w < 0)
+        return -w;
+    int err = read_out(c, &old, sizeof(old));
+    if (err == 0 && w == 1)
+        prof_active_set(v);
+    return err;
+}
+
+static int h_prof_prefix(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *prefix = NULL;
+    if (!prof_on)
+        return ENOENT;
+    if (wants_read(c) || write_in(c, &prefix, sizeof(prefix)) != 1 || prefix == NULL)
+        return EINVAL;
+    return prof_prefix_set(prefix);
+}
+
+static int h_prof_lg_sample(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    if (!prof_on)
+        return ENOENT;
+    size_t v = opt.lg_prof_sample;
+    return read_only(c, &v, sizeof(v));
+}
+
+static int h_prof_samples(const ctl_call_t *c, const void *arg)
+{
+    uint64_t v = arg != NULL ? prof_samples_live() : prof_samples_total();
+    return read_only(c, &v, sizeof(v));
 }
 
 /* ---- arenas.* ---------------------------------------------------------- */
@@ -659,6 +717,12 @@ static const ctl_node_t fixed_nodes[] = {
     {"version", "const char *", "r-", h_version, NULL},
     {"epoch", "uint64_t", "rw", h_epoch, NULL},
     {"background_thread", "bool", "rw", h_background, NULL},
+    {"prof.dump", "const char *", "-w", h_prof_dump, NULL},
+    {"prof.active", "bool", "rw", h_prof_active, NULL},
+    {"prof.lg_sample", "size_t", "r-", h_prof_lg_sample, NULL},
+    {"prof.prefix", "const char *", "-w", h_prof_prefix, NULL},
+    {"stats.prof.samples_total", "uint64_t", "r-", h_prof_samples, NULL},
+    {"stats.prof.samples_live", "uint64_t", "r-", h_prof_samples, "live"},
     {"arenas.narenas", "unsigned", "r-", h_narenas, NULL},
     {"arenas.nnodes", "unsigned", "r-", h_nnodes, NULL},
     {"arenas.node.#.arena", "unsigned", "r-", h_node, "arena"},
@@ -757,7 +821,7 @@ static const ctl_node_t fixed_nodes[] = {
     {"config.lazy_lock", "bool", "r-", h_config_bool, &config_false},
     {"config.malloc_conf", "const char *", "r-", h_config_malloc_conf, NULL},
     {"config.prof", "bool", "r-", h_config_prof, NULL},
-    {"config.prof_libgcc", "bool", "r-", h_config_bool, &config_false},
+    {"config.prof_libgcc", "bool", "r-", h_config_prof, NULL},   /* backtrace(3): libgcc's unwinder */
     {"config.prof_libunwind", "bool", "r-", h_config_bool, &config_false},
     {"config.stats", "bool", "r-", h_config_bool, &config_true},
     {"config.utrace", "bool", "r-", h_config_bool, &config_false},

@@ -271,3 +271,9 @@ size_t guarded_live_size(const void *p, const char *call)
 
 size_t guarded_count_total(void) { return __atomic_load_n(&total, __ATOMIC_RELAXED); }
 size_t guarded_count_live(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
+
+/* For dpmalloc-stat (anchor.h): where the sample counters live. */
+extern const size_t *const anchor_ref_guarded_total;
+extern const size_t *const anchor_ref_guarded_live;
+const size_t *const anchor_ref_guarded_total = &total;
+const size_t *const anchor_ref_guarded_live = &live;

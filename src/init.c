@@ -24,7 +24,9 @@
 #include "large_cache.h"
 #include "typed_cache.h"
 #include "guarded.h"
+#include "prof.h"
 #include "zero_blocks.h"
+#include "anchor_ref.h"
 
 #include <sys/auxv.h>
 #include <sys/random.h>
@@ -98,6 +100,7 @@ static void prefork(void)
         return;
     if (_IO_list_lock != NULL)
         _IO_list_lock();
+    prof_prefork();
     background_prefork();
     stats_prefork();
     types_prefork();
@@ -126,6 +129,7 @@ static void postfork_parent(void)
     types_postfork_parent();
     stats_postfork_parent();
     background_postfork_parent();
+    prof_postfork_parent();
     if (_IO_list_unlock != NULL)
         _IO_list_unlock();
 }
@@ -146,6 +150,7 @@ static void postfork_child(void)
     types_postfork_child();
     stats_postfork_child();
     background_postfork_child();
+    prof_postfork_child();
     if (_IO_list_resetlock != NULL)
         _IO_list_resetlock();
 }
@@ -195,9 +200,18 @@ static bool init_locked(void)
     }
     if (opt.guard_sample != 0)
         (void)guarded_init(opt.guard_sample);   /* without address space nothing is sampled */
+    if (opt.prof)
+        (void)prof_init();   /* with a warning, profiling stays off without memory */
     tcache_fill_lookup();
     tcache_init_bin_tags();
-    tcache_set_small_slots_lazy(cpu_caches_init());
+    bool cpu_caches = cpu_caches_init();
+    if (!cpu_caches && prof_on) {
+        /* a thread cache's pops would go uncounted (prof.h): profiled
+         * threads without CPU caches take the counting slow paths */
+        g.tcache_nclasses = 0;
+        tcache_init_bin_tags();
+    }
+    tcache_set_small_slots_lazy(cpu_caches);
     large_caches_init();
     if (pthread_key_create(&g.thread_key, tcache_thread_exit) != 0)
         return false;
@@ -210,6 +224,8 @@ static bool init_locked(void)
     pthread_atfork(prefork, postfork_parent, postfork_child);
     if (opt.stats_print)
         atexit(stats_print_at_exit);
+    if (prof_on && (opt.prof_final || opt.prof_leak))
+        atexit(prof_at_exit);
     if (opt.background_thread)
         background_request_at_start();
     else if (opt.background_thread_auto)
@@ -250,3 +266,9 @@ __attribute__((constructor(101))) static void init_at_load(void)
 {
     (void)dpm_ready();
 }
+
+/* Every program that links dpmalloc links init.o (dpm_ready's slow path):
+ * this reference takes the anchor of dpmalloc-stat (anchor.c) out of
+ * libdpmalloc.a with it. Data only: nothing reads it. */
+extern const struct dpm_anchor *const anchor_keep;
+const struct dpm_anchor *const anchor_keep = &dpmalloc_stat_anchor;

@@ -524,3 +524,9 @@ void large_caches_postfork_child(void)
             mutex_reinit(&caches[cpu]->lock);
     mutex_reinit(&make_lock);
 }
+
+/* For dpmalloc-stat (anchor.h): where the CPUs' large caches are. */
+extern large_cache_t *const *const anchor_ref_large_caches;
+extern const unsigned *const anchor_ref_large_ncpus;
+large_cache_t *const *const anchor_ref_large_caches = caches;
+const unsigned *const anchor_ref_large_ncpus = &ncpus;

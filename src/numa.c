@@ -304,3 +304,10 @@ int numa_reserve(arena_t *a, size_t bytes, int node, unsigned flags)
     }
     return 0;
 }
+
+/* For dpmalloc-stat (anchor.h): where the node count and each node's CPU
+ * count are. */
+extern const unsigned *const anchor_ref_numa_nnodes;
+extern const uint16_t *const anchor_ref_numa_node_ncpus;
+const unsigned *const anchor_ref_numa_nnodes = &nnodes;
+const uint16_t *const anchor_ref_numa_node_ncpus = node_ncpus;

@@ -99,6 +99,7 @@ typedef struct span {
     uint8_t kind;            /* enum span_kind */
     uint8_t state;           /* free runs: enum run_state */
     uint8_t guarded;         /* large, secure mode: its last page has no access (arena.c) */
+    uint8_t prof_sampled;    /* large: a sampled block of the heap profile (prof.h) */
 
     uintptr_t start;         /* first page */
     size_t npages;

@@ -942,3 +942,10 @@ void tcaches_postfork_child(void)
     if (tls_arena_joining != NULL)   /* a rebind to its own arena counted it twice */
         tls_arena_joining->nthreads = tls_arena_joining == tls_arena ? 2 : 1;
 }
+
+/* For dpmalloc-stat (anchor.h): where the live caches and the exited
+ * ones' counters are. */
+extern const list_t *const anchor_ref_tcaches_live;
+extern tc_exited_t *const *const anchor_ref_tcaches_exited;
+const list_t *const anchor_ref_tcaches_live = &tcaches_live;
+tc_exited_t *const *const anchor_ref_tcaches_exited = exited_by_arena;

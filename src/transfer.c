@@ -4,6 +4,7 @@
  * run a page source's callback) after it is released.
  */
 #include "transfer.h"
+#include "anchor_ref.h"
 #include "base.h"
 #include "os.h"
 
@@ -156,3 +157,8 @@ void transfer_postfork_child(void)
     for (unsigned c = 0; c < TRANSFER_NSTACKS; c++)
         mutex_reinit(&classes[c].lock);
 }
+
+/* For dpmalloc-stat (anchor.h): where each stack's count is. */
+extern const anchor_array_t anchor_ref_transfer;
+const anchor_array_t anchor_ref_transfer = {classes, sizeof(transfer_class_t), offsetof(transfer_class_t, n),
+                                            TRANSFER_NSTACKS};

@@ -3,6 +3,7 @@
  * typed_cache.h).
  */
 #include "typed_cache.h"
+#include "anchor_ref.h"
 #include "base.h"
 #include "error.h"
 #include "rseq.h"
@@ -225,3 +226,8 @@ void typed_caches_postfork_child(void)
             mutex_reinit(&stashes[cpu]->lock);
     mutex_reinit(&make_lock);
 }
+
+/* For dpmalloc-stat (anchor.h): where each stash's counts are. */
+extern const anchor_ptr_table_t anchor_ref_typed_stashes;
+const anchor_ptr_table_t anchor_ref_typed_stashes = {(const void *const *)stashes, TYPED_STASH_CPUS,
+                                                      offsetof(typed_stash_t, n)};

@@ -8,6 +8,7 @@
 #include "base.h"
 #include "mutex.h"
 #include "rseq.h"
+#include "anchor_ref.h"
 
 #include <string.h>
 
@@ -209,3 +210,12 @@ void type_snapshot(uint16_t id, type_stats_t *out)
 void types_prefork(void) { mutex_lock(&types_lock); }
 void types_postfork_parent(void) { mutex_unlock(&types_lock); }
 void types_postfork_child(void) { mutex_init(&types_lock); }
+
+/* For dpmalloc-stat (anchor.h): where the names and the counts are. */
+extern const anchor_types_t anchor_ref_types;
+const anchor_types_t anchor_ref_types = {
+    names, &ntypes, (const void *const *)rows, &rows_end, &spill_row,
+    sizeof(type_name_t), MAX_TYPES, TYPE_CPU_SLOTS, sizeof(type_counts_t),
+    offsetof(type_counts_t, nalloc), offsetof(type_counts_t, nfree),
+    offsetof(type_counts_t, bytes_alloc), offsetof(type_counts_t, bytes_freed),
+};

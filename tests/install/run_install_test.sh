@@ -45,6 +45,20 @@ for f in include/dpmalloc.h "$libdir/libdpmalloc.a" "$libdir/libdpmalloc_plain.a
          share/doc/dpmalloc/config.md share/doc/dpmalloc/ctl.md share/doc/dpmalloc/README.md; do
     [ -f "$root/$f" ] || fail "not installed: $f"
 done
+# dpmalloc-stat in bin/: runs on its own (libc only), reads a process
+# (this shell is no dpmalloc process: exit 5, docs/stats.md)
+stat=$root/bin/dpmalloc-stat
+if [ -x "$stat" ]; then
+    LC_ALL=C readelf -d "$stat" 2>/dev/null | grep -q 'NEEDED.*libdpmalloc' &&
+        fail "bin/dpmalloc-stat needs libdpmalloc"
+    "$stat" --help >/dev/null 2>&1 || fail "bin/dpmalloc-stat --help failed"
+    "$stat" $$ >/dev/null 2>"$work/stat.err"
+    rc=$?
+    [ $rc = 5 ] && grep -q "is not a dpmalloc process" "$work/stat.err" ||
+        fail "bin/dpmalloc-stat on a shell: exit $rc, $(cat "$work/stat.err")"
+else
+    fail "not installed: bin/dpmalloc-stat"
+fi
 version=$(sed -n 's/^#define DPMALLOC_VERSION "\(.*\)"/\1/p' "$root/include/dpmalloc.h")
 major=${version%%.*}
 [ -n "$version" ] || fail "no DPMALLOC_VERSION in the installed header"
