@@ -302,6 +302,7 @@ void *alloc_at_low_water(size_t size, tc_bin_t *b)
     if (p == NULL)
         return alloc_slow(size);
     counter_add(&b->nrequests, 1);
+    thread_count_alloc(sc_size((unsigned)(b - tc->bins)));
     return p;
 }
 
@@ -312,7 +313,8 @@ static void *zero_size_block(size_t align)
     return unlikely(opt.secure) ? zero_block_alloc(align) : NULL;
 }
 
-void *alloc_slow(size_t size)
+/* alloc_slow's body; *counted: the block was counted (alloc_fast's) */
+static void *alloc_slow_raw(size_t size, bool *counted)
 {
     if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
         return fail_nomem();
@@ -321,14 +323,23 @@ void *alloc_slow(size_t size)
         return z;
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    if (tls_state == THREAD_NEW && thread_cache_make())
+    if (tls_state == THREAD_NEW && thread_cache_make()) {
+        *counted = true;
         return alloc_fast(size);
+    }
     if (!sample_this_call())
         return alloc_slow_body(size);
     uint64_t t0 = cpu_cycles();
     void *p = alloc_slow_body(size);
     sample_record(true, t0);
     return p;
+}
+
+void *alloc_slow(size_t size)
+{
+    bool counted = false;
+    void *p = alloc_slow_raw(size, &counted);
+    return counted ? p : thread_count_alloc_block(p);
 }
 
 /* Validates p against its span; returns the span or aborts naming call. */
@@ -486,10 +497,27 @@ static void off_map_free(void *p, size_t promise, const char *call)
         dpm_misuse(call, p, "size does not match the block at");
     int *err = &errno, saved = *err;
     if (zero_block_in_region(p))
-        zero_block_free(p, call);
+        zero_block_free(p, call);   /* no usable byte to count */
     else
-        guarded_free(p, call);
+        thread_count_free(guarded_free(p, call));
     *err = saved;
+}
+
+/* No span: a block of an arena that another thread destroyed meanwhile
+ * (a misuse dpm_malloc_arena's documentation forbids: the block is gone
+ * already); the count must not be what crashes. */
+void *thread_count_alloc_block(void *p)
+{
+    if (p == NULL)
+        return p;
+    if (off_map_block(p)) {
+        thread_count_alloc(off_map_usable(p, "malloc"));
+        return p;
+    }
+    const span_t *s = span_of(p);
+    if (likely(s != NULL))
+        thread_count_alloc(span_usable(s));
+    return p;
 }
 
 /* free keeps errno (POSIX.1-2024): the slow paths below may make system
@@ -544,13 +572,20 @@ static void free_leaf_miss_body(void *p, const char *call)
         if (tls_state == THREAD_NEW && thread_cache_make())
             free_fast(p, call);
         else
-            free_slow(p, span_of(p), call);
+            free_slow_counted(p, span_of(p), call);
         return;
     }
     /* No ordering for signal handlers: like glibc's, dpmalloc's calls
      * are not async-signal-safe (include/dpmalloc.h). */
     thread_leaf_set(a, leaf);
     free_fast(p, call);
+}
+
+void free_slow_counted(void *p, span_t *s, const char *call)
+{
+    if (s != NULL)
+        thread_count_free(span_usable(s));
+    free_slow(p, s, call);
 }
 
 void free_leaf_miss(void *p, const char *call)
@@ -614,7 +649,7 @@ bool thread_cache_make(void)
 }
 
 /* A CPU cache's miss for cached class c: the thread's events, then a
- * block from the slow half. */
+ * block from the slow half, counted (thread.allocated). */
 static void *cpu_front_miss(unsigned c, size_t size)
 {
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
@@ -623,7 +658,7 @@ static void *cpu_front_miss(unsigned c, size_t size)
     if (tls_state == THREAD_CACHED && tcache_mine() != &tcache_empty)
         tcache_event(tcache_mine());
     void *sampled = maybe_guarded(size, cpu_cache_fill_count(c));
-    return sampled != NULL ? sampled : cpu_class_miss(c, size);
+    return thread_count_alloc_block(sampled != NULL ? sampled : cpu_class_miss(c, size));
 }
 
 /* prof:true: every small malloc comes here (prof.h), is counted, then
@@ -633,9 +668,21 @@ static DPM_NOINLINE void *prof_front_alloc(unsigned c, size_t size)
 {
     void *p = prof_counted(size, 1, 0, false);
     if (p != NULL)
-        return p;
+        return thread_count_alloc_block(p);
     if (!opt.numa && cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
-        return cpu_handout(p);
+        return thread_count_alloc_block(cpu_handout(p));
+    return cpu_front_miss(c, size);
+}
+
+/* alloc_front_miss of a thread on the CPU caches; apart, so that the
+ * thread cache's fast path keeps its few registers */
+static DPM_NOINLINE void *cpu_alloc_miss(size_t size)
+{
+    unsigned c = sc_of_size(size);
+    if (c >= g.tcache_nclasses)
+        return alloc_slow(size);
+    if (unlikely(prof_on))
+        return prof_front_alloc(c, size);
     return cpu_front_miss(c, size);
 }
 
@@ -643,12 +690,7 @@ void *alloc_front_miss(size_t size)
 {
     if (tls_thread.cpu_table != cpu_cache_table)
         return thread_alloc_fast(size);
-    unsigned c = sc_of_size(size);
-    if (c >= g.tcache_nclasses)
-        return alloc_slow(size);
-    if (unlikely(prof_on))
-        return prof_front_alloc(c, size);
-    return cpu_front_miss(c, size);
+    return cpu_alloc_miss(size);
 }
 
 void free_front_miss(void *p, uintptr_t e, const char *call)
@@ -703,7 +745,7 @@ void *calloc_impl(size_t n, size_t size)
     void *p = alloc_uncached(thread_arena(), sc_of_size(total), total, true);
     if (unlikely(sample) && p != NULL)
         prof_record(span_of(p), total);
-    return p;
+    return thread_count_alloc_block(p);
 }
 
 /* A block the heap profile sampled reports what the same request would
@@ -797,7 +839,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
 {
     void *q;
     if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)
-        q = grown_block(size, align);
+        q = thread_count_alloc_block(grown_block(size, align));
     else
         q = align <= QUANTUM ? alloc_fast(size) : aligned_at_impl(size, align, 0, false);
     if (q == NULL)
@@ -814,10 +856,18 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
      * neighbours, and move again; from the page heap that request is
      * placed where its free neighbours coalesced, and grows in place. */
     DPM_ANN_FREE(p);
-    if (old_span->kind == SPAN_LARGE && size > old_usable)
-        free_home(p, old_span, call);
-    else
+    if (old_span->kind == SPAN_LARGE) {
+        /* the usable size the caller had (a slack that realloc_general
+         * gave back to the block since is not the caller's); free_fast
+         * would take free_slow for it too (tag 0) */
+        thread_count_free(old_usable);
+        if (size > old_usable)
+            free_home(p, old_span, call);
+        else
+            free_slow(p, old_span, call);
+    } else {
         free_fast(p, call);
+    }
     return q;
 }
 
@@ -840,8 +890,11 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
     /* secure mode checks sized frees against the class: a block stays in
      * place only while its class is one the new size could have */
     if (aligned && s->kind == SPAN_SLAB && size <= old && (size > old / 2 || old <= QUANTUM) &&
-        (!opt.secure || request_could_make(s, size)))
+        (!opt.secure || request_could_make(s, size))) {
+        thread_count_free(old);   /* a realloc counts both blocks, as jemalloc's */
+        thread_count_alloc(old);
         return p;
+    }
     /* A large block keeps its place while it is at most a quarter bigger
      * than the new size (the class rounding a fresh block would have);
      * otherwise it is resized in place to what a fresh block of the new
@@ -865,6 +918,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
+            thread_count_free(old);
+            thread_count_alloc(s->usable);
             return p;
         }
     }
@@ -906,6 +961,8 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
             if (unlikely(prof_on))
                 prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
+            thread_count_free(old);
+            thread_count_alloc(s->usable);
             return p;
         }
     }
@@ -1036,7 +1093,9 @@ DPM_INLINE uint64_t *shape_slot(uint64_t shape)
 }
 _Static_assert(SHAPE_MEMO == 256 && PAGE < (1u << 24), "shape_slot takes the hash's top 8 bits; shapes fit 56 bits");
 
-void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
+/* aligned_at_impl's body; *counted: the block was counted (alloc_fast's
+ * or calloc's) */
+static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero, bool *counted)
 {
     size_t off = offset & (align - 1);
     if (off != 0 && align <= PAGE && size <= SMALL_MAX && tls_thread.cpu_table == cpu_cache_table) {
@@ -1057,8 +1116,10 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     void *z;
     if (unlikely(size == 0) && off == 0 && (z = zero_size_block(align)) != NULL)
         return z;
-    if (align <= QUANTUM && off == 0)
+    if (align <= QUANTUM && off == 0) {
+        *counted = true;
         return zero ? calloc_impl(1, size) : alloc_fast(size);
+    }
     if (unlikely(prof_on) && (z = prof_counted(size, align, off, zero)) != NULL)
         return z;
     if (align <= PAGE) {
@@ -1108,6 +1169,13 @@ void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
     return p != NULL ? p : fail_nomem();
 }
 
+void *aligned_at_impl(size_t size, size_t align, size_t offset, bool zero)
+{
+    bool counted = false;
+    void *p = aligned_at_raw(size, align, offset, zero, &counted);
+    return counted ? p : thread_count_alloc_block(p);
+}
+
 static bool bad_alignment(size_t align)
 {
     if (is_pow2(align) && align <= DPM_MAX_ALIGN)
@@ -1132,7 +1200,7 @@ static bool typed_block(arena_t *a, unsigned c, void **p)
 /* A block of arena a from its typed bins (typed: type != 0; small ones
  * through the stashes of typed blocks) or plain bins, never through a
  * thread or CPU cache. align is a power of two. */
-static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
+static void *arena_block_raw(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
 {
     size_t bytes = size == 0 ? 1 : size;
     if (align <= SMALL_MAX) {   /* beyond a page: classes whose slabs are aligned (sc_slab_align) */
@@ -1156,6 +1224,11 @@ static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool 
     void *p = large_block(a, &req);
     DPM_ANN_ALLOC(p, size, zero);
     return p != NULL ? p : fail_nomem();
+}
+
+static void *arena_block(arena_t *a, size_t size, size_t align, bool zero, bool typed, uint16_t type)
+{
+    return thread_count_alloc_block(arena_block_raw(a, size, align, zero, typed, type));
 }
 
 /* The checks of the rte_malloc-shaped calls that name an arena, a type
@@ -1271,7 +1344,7 @@ void free_sized_miss(void *p, size_t size, const char *call)
     if (!thread_leaf_covers((uintptr_t)p))
         free_leaf_miss(p, call);   /* caches the leaf for the next frees */
     else
-        free_slow(p, s, call);
+        free_slow_counted(p, s, call);
 }
 
 void free_sized_impl(void *p, size_t size, const char *call)
@@ -1312,6 +1385,81 @@ DPM_EXPORT size_t dpm_good_size(size_t size)
     if (size <= SMALL_MAX && request_class(size) < NSMALL)
         return sc_size(request_class(size)) - canary_bytes();
     return arena_large_usable(size, 0);
+}
+
+/* What aligned_at_impl(size, align, 0, ...) hands out, by its own
+ * choice of class (nallocx; size > 0, align a power of two up to
+ * DPM_MAX_ALIGN); 0 if it cannot be allocated. A block of guard_sample
+ * has exactly its requested bytes instead. */
+size_t aligned_usable_impl(size_t size, size_t align)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return 0;
+    if (align <= QUANTUM)
+        return dpm_good_size(size);
+    if (align <= PAGE) {
+        unsigned plain = request_class(size);
+        unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : request_class_aligned(size, align);
+        if (c < NSMALL)
+            return sc_size(c) - canary_bytes();
+        if (c < g.tcache_nclasses)   /* a cached large class */
+            return sc_size(c);
+    } else if (align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
+        unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
+        if (c < NSMALL)
+            return sc_size(c) - canary_bytes();
+        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX)   /* its special bin: a slab, canary included */
+            return sc_size(c) - canary_bytes();
+    }
+    return arena_large_usable(size, 0);
+}
+
+/* xallocx: p resized in place only, to at least size and at most
+ * size + extra bytes where the block allows; returns its usable bytes
+ * afterwards. A slab block keeps its class; a large block is resized
+ * as realloc resizes it in place. */
+size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call)
+{
+    if (off_map_block(p))
+        return off_map_usable(p, call);
+    span_t *s = checked_span(p, call);
+    check_not_cached(p, s, call, "use after free of");
+    size_t old = span_usable(s);
+    if (s->kind != SPAN_LARGE || (uintptr_t)p != s->base || size > ALLOC_MAX)
+        return old;
+    size_t most = extra > ALLOC_MAX - size ? ALLOC_MAX : size + extra;
+    if (old >= size && old <= most)
+        return old;
+    /* the slack a large cache keeps for a growing block serves first (or
+     * goes back to the block), as in realloc; then the largest the caller
+     * takes, then the least it needs */
+    bool done = large_cache_slack_resize(s, most) && s->usable >= size;
+    if (!done && most > SMALL_MAX)
+        done = arena_resize_large_in_place(s, most, true);
+    if (!done && size > SMALL_MAX && old < size)
+        done = arena_resize_large_in_place(s, size, true);
+    if (done) {
+        s->grew |= s->usable > old;
+        s->requested = size;   /* a sized free may name any size from here up to usable */
+    }
+    DPM_ANN_OPEN_RANGE(p, old, s->usable);
+    if (unlikely(opt.zero) && s->usable > old)
+        memset((char *)p + old, 0, s->usable - old);
+    if (s->usable != old) {   /* a resize counts both sizes, as jemalloc's xallocx */
+        thread_count_free(old);
+        thread_count_alloc(s->usable);
+    }
+    return s->usable;
+}
+
+/* realloc at an alignment, naming call (rallocx). */
+void *realloc_aligned_impl(void *p, size_t size, size_t align, const char *call)
+{
+    if (p == NULL)
+        return aligned_at_impl(size, align, 0, false);
+    if (size == 0)
+        return realloc_to_zero(p, call);
+    return realloc_checked(p, size, align, call);
 }
 
 DPM_EXPORT void *dpm_malloc_aligned(size_t size, size_t align)
@@ -1446,7 +1594,7 @@ static arena_t *socket_arena(int socket)
  * the pop of socket_alloc gives it. */
 static void *socket_handout(void *slot, size_t size, bool zero)
 {
-    void *p = cpu_handout(slot);
+    void *p = thread_count_alloc_block(cpu_handout(slot));
     DPM_ANN_OPEN(p, size);
     if (zero)
         memset(p, 0, size);
@@ -1479,7 +1627,7 @@ static DPM_NOINLINE void *socket_alloc_slow(size_t size, size_t align, int socke
             void *slot;
             if (cpu_cache_pop(cpu_cache_node_tables[node], c * sizeof(cpu_bin_t), &slot))
                 return socket_handout(slot, size, zero);
-            void *p = cpu_cache_alloc_miss(a, tc_node_class(node, c));
+            void *p = thread_count_alloc_block(cpu_cache_alloc_miss(a, tc_node_class(node, c)));
             if (p == NULL)
                 return fail_nomem();
             DPM_ANN_OPEN(p, size);

@@ -26,6 +26,23 @@
 #include "quarantine.h"
 
 
+/* ---- thread.allocated / thread.deallocated ------------------------------
+ * Every block handed to a caller, and every block a caller gives back,
+ * is counted once, in usable bytes, in the calling thread's tls_thread:
+ * the fast paths add the size they have at hand (a CPU bin's usable
+ * field, the class's size, the span's objsize: caching is off in secure
+ * mode, so no canary is involved there), every other path counts at one
+ * point on its way out: alloc_slow, alloc_front_miss, alloc_at_low_water,
+ * aligned_at_impl, calloc's and realloc's own blocks, the arena's blocks
+ * (arena_block), the off-map blocks' free, free_slow_counted. Functions
+ * below those points (free_slow, free_front_miss, the raw bodies) count
+ * nothing. */
+DPM_INLINE void thread_count_alloc(size_t usable) { tls_thread.allocated += usable; }
+DPM_INLINE void thread_count_free(size_t usable) { tls_thread.deallocated += usable; }
+/* The usable size of block p (NULL: none) looked up and counted. */
+void *thread_count_alloc_block(void *p);
+
+/* Counts what it hands out (all paths: thread.allocated). */
 void *alloc_slow(size_t size) DPM_NOINLINE;
 /* The pop reached the bin's low-water mark: note a new minimum and pop,
  * or, if the bin is empty, take the slow path. */
@@ -33,6 +50,9 @@ void *alloc_at_low_water(size_t size, tc_bin_t *b) DPM_NOINLINE;
 /* s: p's span per the page map (NULL if none), which free_fast has read
  * already (a second look-up would be one more cold miss in a row). */
 void free_slow(void *p, span_t *s, const char *call) DPM_NOINLINE;
+/* free_slow, counting p's usable bytes first (thread.deallocated) when
+ * it has a span (an off-map block is counted by its own free). */
+void free_slow_counted(void *p, span_t *s, const char *call) DPM_NOINLINE;
 /* p is outside the thread's cached page-map leaf: caches p's leaf (if the
  * thread has a cache and p's leaf exists) and frees p. */
 void free_leaf_miss(void *p, const char *call) DPM_NOINLINE;
@@ -57,6 +77,12 @@ void free_sized_impl(void *p, size_t size, const char *call);
  * through its cache. For the rte_malloc layer (rte_compat.c): the block is
  * annotated (DPM_ANN_ALLOC) as an entry point's. */
 void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero);
+/* For the jemalloc API (jemalloc_api.c): nallocx's usable size of an
+ * aligned request, xallocx's in-place resize (returns the usable size
+ * after it), rallocx's aligned realloc naming the call. */
+size_t aligned_usable_impl(size_t size, size_t align);
+size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call);
+void *realloc_aligned_impl(void *p, size_t size, size_t align, const char *call);
 /* The CPU cache's pop failed (an empty bin, a locked cache, or a thread
  * that uses its own cache): the rest of malloc. */
 void *alloc_front_miss(size_t size) DPM_NOINLINE;
@@ -98,6 +124,8 @@ DPM_INLINE bool small_bin_offset(size_t size, size_t *off)
     return true;
 }
 _Static_assert(sizeof(tc_bin_t) == sizeof(cpu_bin_t), "one offset table serves both front ends");
+_Static_assert(sizeof(sc_info_t) == sizeof(tc_bin_t) && offsetof(sc_info_t, size) == 0,
+               "a bin's offset is its class's in sc_table too (thread_alloc_fast's count)");
 
 DPM_INLINE void *thread_alloc_fast(size_t size)
 {
@@ -115,6 +143,9 @@ DPM_INLINE void *thread_alloc_fast(size_t size)
 #if DPM_STATS
         counter_bump_fast(&b->nrequests);
 #endif
+        /* the class's size at the same offset in sc_table (no canary:
+         * no caching in secure mode) */
+        thread_count_alloc(*(const size_t *)((const char *)sc_table + off));
         return p;
     }
     return alloc_at_low_water(size, b);
@@ -172,8 +203,11 @@ DPM_INLINE void *alloc_fast(size_t size)
     if (!small_bin_offset(size, &off))
         return alloc_slow(size);   /* large: the CPU's large cache or the arena */
     void *p;
-    if (likely(cpu_cache_pop(tls_thread.pop_table, off, &p)))
+    uint64_t usable;
+    if (likely(cpu_cache_pop_usable(tls_thread.pop_table, off, &p, &usable))) {
+        thread_count_alloc(usable);
         return cpu_handout(p);
+    }
     return alloc_front_miss(size);
 }
 
@@ -211,6 +245,8 @@ DPM_INLINE void free_fast_promised(void *p, bool sized, size_t size, const char 
          * shares the bitmap's cache line) */
         if (likely(idx <= s->last_index) && likely(!span_block_is_free(s, idx)) &&
             (!sized || likely(size <= s->objsize)) && likely((word = *tc_key_word(p)) != TC_FREE_KEY)) {
+            /* counted here whichever cache takes it (free_front_miss counts nothing) */
+            thread_count_free(s->objsize);
             *tc_key_word(p) = TC_FREE_KEY;
             /* before the push: after it, another thread may own the block */
             DPM_ANN_CLOSE_KEY(p);
@@ -224,13 +260,15 @@ DPM_INLINE void free_fast_promised(void *p, bool sized, size_t size, const char 
         if (sized)
             free_sized_miss(p, size, call);   /* the block's checks first, then the size's */
         else
-            free_slow(p, radix_entry_span(e), call);   /* a check failed: its report */
+            free_slow_counted(p, radix_entry_span(e), call);   /* a check failed: its report */
         return;
     }
+    /* tag 0 (a large block, an untagged slab's, a foreign pointer): the
+     * rest of free is free_slow's in either front end */
     if (sized)
         free_sized_miss(p, size, call);   /* a large block: its size checked there */
     else
-        free_front_miss(p, e, call);
+        free_slow_counted(p, radix_entry_span(e), call);
 }
 
 DPM_INLINE void free_fast(void *p, const char *call) { free_fast_promised(p, false, 0, call); }

@@ -273,12 +273,24 @@ const char *conf_secure_getenv(const char *name)
 
 static const char *conf_env(void) { return conf_secure_getenv("DPMALLOC_CONF"); }
 
+/* A string in jemalloc's names (malloc_conf, MALLOC_CONF), item by item
+ * in dpmalloc's (conf_jemalloc.c). */
+static void conf_parse_jemalloc(const char *conf)
+{
+    char item[256];
+    while (conf_jemalloc_item(&conf, item, sizeof(item)))
+        conf_parse(item);
+}
+
 void conf_init(void)
 {
     set_defaults();
     conf_parse(DPM_DEFAULT_CONF);
     if (&dpm_conf != NULL && dpm_conf != NULL)
         conf_parse(dpm_conf);
+    conf_parse_jemalloc(conf_jemalloc_program());
+    if (conf_env() == NULL)
+        conf_parse_jemalloc(conf_secure_getenv("MALLOC_CONF"));
     conf_parse(conf_env());
     if (opt.tcache_nslots_small_min > opt.tcache_nslots_small_max)
         opt.tcache_nslots_small_min = opt.tcache_nslots_small_max;

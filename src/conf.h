@@ -68,7 +68,8 @@ extern dpm_opts_t opt;
  * manual and NUMA node arenas. */
 #define OPT_NARENAS_MAX 3072
 
-/* Defaults, then the compiled-in string, dpm_conf, DPMALLOC_CONF. */
+/* Defaults, then the compiled-in string, dpm_conf, malloc_conf and
+ * MALLOC_CONF (conf_jemalloc.c), DPMALLOC_CONF. */
 void conf_init(void);
 /* getenv(name), but NULL when the program runs with more privileges than
  * its invoker (AT_SECURE: setuid, setgid, file capabilities). For every
@@ -77,6 +78,14 @@ const char *conf_secure_getenv(const char *name);
 /* Parses one "k:v,k:v" string into opt; returns the number of errors.
  * Exposed for tests. */
 int conf_parse(const char *conf);
+
+/* jemalloc's dialect (conf_jemalloc.c): the next item of a MALLOC_CONF
+ * string at *cursor (advanced past it) translated into dpmalloc's
+ * "key:value" in out ("" for an empty item, or a name dpmalloc has not,
+ * which was warned about); false at the string's end (cursor NULL too).
+ * conf_jemalloc_program: the program's malloc_conf, or NULL. */
+bool conf_jemalloc_item(const char **cursor, char *out, size_t room);
+const char *conf_jemalloc_program(void);
 
 /* Description of one option for ctl and docs: name, and how to print it. */
 typedef enum { OPT_BOOL, OPT_UNSIGNED, OPT_SIZE, OPT_SSIZE, OPT_STRING } opt_type_t;

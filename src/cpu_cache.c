@@ -228,6 +228,7 @@ static cpu_cache_t *make_cache(unsigned cpu)
                 b->low = next;
                 b->top = b->head = next + class_cap[i % NSMALL];
                 b->cap = class_cap[i % NSMALL];
+                b->usable = tag_objsize[k + 1];   /* no caching in secure mode: no canary */
                 next += class_cap[i % NSMALL];
             }
             __atomic_store_n(&caches[cpu], cc, __ATOMIC_RELEASE);

@@ -71,7 +71,9 @@ typedef struct cpu_bin {
     void **top;
     void **low;
     uint32_t cap;         /* top - low */
-    uint32_t pad;
+    /* the usable bytes of the bin's blocks, for thread.allocated (a
+     * class's or node's bin; set when the cache is made, then constant) */
+    uint32_t usable;
 } cpu_bin_t;
 
 typedef struct cpu_cache {
@@ -169,6 +171,40 @@ miss:
 #endif
     return false;
 }
+
+/* cpu_cache_pop, also giving the bin's usable bytes per block (loaded
+ * inside the sequence, from the line the pop reads, into %rax, which
+ * the CPU number held before: no register more than the pop's). */
+DPM_INLINE bool cpu_cache_pop_usable(cpu_cache_t *const *table, size_t class_off, void **out, uint64_t *usable)
+{
+#if DPM_HAVE_RSEQ
+    void *p;
+    uint64_t u;
+    __asm__ goto(CPU_RSEQ_PROLOGUE("%[roff]")
+                 "movq (%[table], %%rax, 8), %%rcx\n\t"
+                 "movq 64(%%rcx, %[off]), %%rdx\n\t"     /* tags[c + 1].head */
+                 "cmpq 72(%%rcx, %[off]), %%rdx\n\t"     /* == top: empty */
+                 "je %l[miss]\n\t"
+                 "movl 92(%%rcx, %[off]), %%eax\n\t"     /* tags[c + 1].usable, zero-extended */
+                 "movq (%%rdx), %[p]\n\t"
+                 "addq $8, %%rdx\n\t"
+                 "movq %%rdx, 64(%%rcx, %[off])\n\t"     /* commit */
+                 "2:\n\t"
+                 : [p] "=&r"(p), [u] "=&a"(u)
+                 : [roff] "r"(__rseq_offset), [table] "r"(table), [off] "r"(class_off)
+                 : "rcx", "rdx", "memory", "cc"
+                 : miss);
+    *out = p;
+    *usable = u;
+    return true;
+miss:
+#else
+    (void)table, (void)class_off, (void)out, (void)usable;
+#endif
+    return false;
+}
+_Static_assert(offsetof(cpu_cache_t, tags[1].head) == 64 && offsetof(cpu_cache_t, tags[1].usable) == 92,
+               "cpu_cache_pop_usable's offsets");
 
 /* Pushes p onto the bin of page-map tag `tag` (tag_off = tag * 32) of
  * the CPU's cache in table; false if that bin is full (always, for tags

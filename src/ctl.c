@@ -67,6 +67,34 @@ static int h_version(const ctl_call_t *c, const void *arg)
     return read_only(c, &v, sizeof(v));
 }
 
+/* config.*: how this build was made, under jemalloc's names. */
+#ifndef DPM_DEFAULT_CONF
+#define DPM_DEFAULT_CONF ""
+#endif
+#ifndef DPM_DEBUG
+#define DPM_DEBUG 0
+#endif
+static const bool config_true = true, config_false = false, config_debug = DPM_DEBUG != 0;
+
+static int h_config_bool(const ctl_call_t *c, const void *arg) { return read_only(c, arg, sizeof(bool)); }
+
+static int h_config_malloc_conf(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    const char *v = DPM_DEFAULT_CONF;
+    return read_only(c, &v, sizeof(v));
+}
+
+/* config.prof: whether the option table has heap profiling's "prof" */
+static int h_config_prof(const ctl_call_t *c, const void *arg)
+{
+    (void)arg;
+    bool v = false;
+    for (unsigned i = 0; i < opt_table_len; i++)
+        v |= strcmp(opt_table[i].name, "prof") == 0;
+    return read_only(c, &v, sizeof(v));
+}
+
 /* "cpu": caches per CPU on rseq; "thread": every thread its own cache. */
 static int h_front_end(const ctl_call_t *c, const void *arg)
 {
@@ -203,13 +231,17 @@ static int h_node(const ctl_call_t *c, const void *arg)
     return read_out(c, &v, sizeof(v));
 }
 
+static unsigned narenas_now(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    unsigned n_auto = __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);   /* mallopt may set it */
+    return n < n_auto ? n_auto : n;
+}
+
 static int h_narenas(const ctl_call_t *c, const void *arg)
 {
     (void)arg;
-    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
-    unsigned n_auto = __atomic_load_n(&narenas_auto, __ATOMIC_RELAXED);   /* mallopt may set it */
-    if (n < n_auto)
-        n = n_auto;
+    unsigned n = narenas_now();
     return read_only(c, &n, sizeof(n));
 }
 
@@ -361,7 +393,48 @@ static int h_ncached_write(const ctl_call_t *c, const void *arg)
     return 0;
 }
 
+/* thread.allocated / thread.deallocated (arg "de"), and with "p" the
+ * address of the calling thread's live counter (alloc.h) */
+static int h_thread_counter(const ctl_call_t *c, const void *arg)
+{
+    const char *which = arg;
+    uint64_t *counter = which[0] == 'd' ? &tls_thread.deallocated : &tls_thread.allocated;
+    if (which[strlen(which) - 1] == 'p')
+        return read_only(c, &counter, sizeof(counter));
+    uint64_t v = *counter;
+    return read_only(c, &v, sizeof(v));
+}
+
 /* ---- arena.<i>.* ------------------------------------------------------- */
+
+#define CTL_ARENAS_ALL 4096
+_Static_assert(CTL_ARENAS_ALL >= MAX_ARENAS, "the index for all arenas is no arena's");
+
+/* arena.4096.purge / decay (and arena.<arenas.narenas>.*, jemalloc's
+ * older spelling of "all", which redis's MEMORY PURGE uses): every arena's, the caches drained once; each
+ * arena is taken as arena.<i>.purge takes it (no lock held over a page
+ * source's callbacks). */
+static int purge_all(const void *arg)
+{
+    if (arg == NULL) {
+        if (opt.secure)
+            quarantine_drain("arena.<i>.purge");
+        tcache_reclaim_mine();
+        large_caches_flush(false, NULL);
+        cpu_caches_drain(false);
+        typed_caches_drain(false);
+    }
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n && i < MAX_ARENAS; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);   /* none made here */
+        if (a == NULL || a->destroyed)
+            continue;
+        if (arg == NULL)
+            arena_release_idle_slabs(a);
+        arena_decay_now(a, arg == NULL);
+    }
+    return 0;
+}
 
 static arena_t *indexed_arena(const ctl_call_t *c)
 {
@@ -370,8 +443,10 @@ static arena_t *indexed_arena(const ctl_call_t *c)
 
 static int h_arena_purge(const ctl_call_t *c, const void *arg)
 {
-    arena_t *a = indexed_arena(c);
     int err = action_only(c);
+    if (err == 0 && (c->idx[0] == CTL_ARENAS_ALL || c->idx[0] == narenas_now()))
+        return purge_all(arg);
+    arena_t *a = err == 0 ? indexed_arena(c) : NULL;
     if (err != 0 || a == NULL)
         return err != 0 ? err : ENOENT;
     /* arg "decay": follow the curves; purge also takes the arena's blocks
@@ -570,9 +645,63 @@ static int read_field(const ctl_call_t *c, const void *base, const field_t *f)
     }
 }
 
+/* ---- MALLCTL_ARENAS_ALL (CTL_ARENAS_ALL): every arena at once --------- */
+
+/* The snapshot object of depth (1 arena, 2 bin idx1, 3 large class idx1)
+ * in arena snapshot a, or NULL if idx1 is out of range. */
+static const void *snap_object(const arena_snap_t *a, int depth, size_t idx1)
+{
+    if (depth == 2)
+        return idx1 < NSMALL ? (const void *)&a->bins[idx1] : NULL;
+    if (depth == 3)
+        return idx1 < NLARGE_STATS ? (const void *)&a->large[idx1] : NULL;
+    return a;
+}
+
+/* A field merged over every arena of the snapshot: the sum, the largest
+ * of the longest lock waits, and for the decay times the automatic
+ * arenas' setting (they are per arena, not amounts). */
+static int read_merged(const ctl_call_t *c, const stats_snap_t *s, int depth, const field_t *f)
+{
+    if (depth == 1 && (f->offset == offsetof(arena_snap_t, dirty_decay_ms) ||
+                       f->offset == offsetof(arena_snap_t, muzzy_decay_ms))) {
+        ssize_t v = (ssize_t)(f->offset == offsetof(arena_snap_t, dirty_decay_ms) ? opt.dirty_decay_ms
+                                                                                  : opt.muzzy_decay_ms);
+        return read_only(c, &v, sizeof(v));
+    }
+    bool max = depth == 1 && (f->offset == offsetof(arena_snap_t, arena_lock.wait_ns_max) ||
+                              f->offset == offsetof(arena_snap_t, bins_locks.wait_ns_max));
+    uint64_t v = 0;
+    for (unsigned i = 0; i < s->narenas; i++) {
+        if (!s->arenas[i].exists)
+            continue;
+        const char *p = (const char *)snap_object(&s->arenas[i], depth, c->idx[1]);
+        if (p == NULL)
+            return ENOENT;
+        p += f->offset;
+        uint64_t x = f->kind == F_U32 ? *(const uint32_t *)p : f->kind == F_U64 ? *(const uint64_t *)p : *(const size_t *)p;
+        v = max ? (x > v ? x : v) : v + x;
+    }
+    if (f->kind == F_U32) {
+        unsigned u = (unsigned)v;
+        return read_only(c, &u, sizeof(u));
+    }
+    if (f->kind == F_SIZE) {
+        size_t z = (size_t)v;
+        return read_only(c, &z, sizeof(z));
+    }
+    return read_only(c, &v, sizeof(v));
+}
+
 /* Resolves the snapshot object the name's indices point at. */
 static int h_stat(const ctl_call_t *c, const void *arg, int depth)
 {
+    if (depth >= 1 && c->idx[0] == CTL_ARENAS_ALL) {
+        stats_lock();
+        int err = read_merged(c, stats_current(), depth, arg);
+        stats_unlock();
+        return err;
+    }
     stats_lock();
     const stats_snap_t *s = stats_current();
     const void *base = s;
@@ -606,7 +735,13 @@ static int h_stat_lextent_cur(const ctl_call_t *c, const void *arg)
     stats_lock();
     const stats_snap_t *s = stats_current();
     int err = ENOENT;
-    if (c->idx[0] < s->narenas && s->arenas[c->idx[0]].exists && c->idx[1] < NLARGE_STATS) {
+    if (c->idx[0] == CTL_ARENAS_ALL && c->idx[1] < NLARGE_STATS) {
+        size_t cur = 0;
+        for (unsigned i = 0; i < s->narenas; i++)
+            if (s->arenas[i].exists)
+                cur += (size_t)(s->arenas[i].large[c->idx[1]].nmalloc - s->arenas[i].large[c->idx[1]].nfree);
+        err = read_only(c, &cur, sizeof(cur));
+    } else if (c->idx[0] < s->narenas && s->arenas[c->idx[0]].exists && c->idx[1] < NLARGE_STATS) {
         const large_snap_t *l = &s->arenas[c->idx[0]].large[c->idx[1]];
         size_t cur = (size_t)(l->nmalloc - l->nfree);
         err = read_only(c, &cur, sizeof(cur));
@@ -677,6 +812,10 @@ static const ctl_node_t fixed_nodes[] = {
     {"arenas.lextent.#.size", "size_t", "r-", h_lextent_size, NULL},
     {"thread.arena", "unsigned", "rw", h_thread_arena, NULL},
     {"thread.tcache.flush", "void", "--", h_tcache_flush, NULL},
+    {"thread.allocated", "uint64_t", "r-", h_thread_counter, "a"},
+    {"thread.allocatedp", "uint64_t *", "r-", h_thread_counter, "ap"},
+    {"thread.deallocated", "uint64_t", "r-", h_thread_counter, "d"},
+    {"thread.deallocatedp", "uint64_t *", "r-", h_thread_counter, "dp"},
     {"thread.tcache.enabled", "bool", "rw", h_tcache_enabled, NULL},
     {"thread.tcache.ncached_max.read_sizeclass", "size_t", "rw", h_ncached_read, NULL},
     {"thread.tcache.ncached_max.write", "const char *", "-w", h_ncached_write, NULL},
@@ -759,6 +898,16 @@ static const ctl_node_t fixed_nodes[] = {
     {"stats.arenas.#.lextents.#.nmalloc", "uint64_t", "r-", h_stat_large, FIELD(large_snap_t, nmalloc, F_U64)},
     {"stats.arenas.#.lextents.#.ndalloc", "uint64_t", "r-", h_stat_large, FIELD(large_snap_t, nfree, F_U64)},
     {"stats.arenas.#.lextents.#.curlextents", "size_t", "r-", h_stat_lextent_cur, NULL},
+    {"config.debug", "bool", "r-", h_config_bool, &config_debug},
+    {"config.fill", "bool", "r-", h_config_bool, &config_true},
+    {"config.lazy_lock", "bool", "r-", h_config_bool, &config_false},
+    {"config.malloc_conf", "const char *", "r-", h_config_malloc_conf, NULL},
+    {"config.prof", "bool", "r-", h_config_prof, NULL},
+    {"config.prof_libgcc", "bool", "r-", h_config_prof, NULL},   /* backtrace(3): libgcc's unwinder */
+    {"config.prof_libunwind", "bool", "r-", h_config_bool, &config_false},
+    {"config.stats", "bool", "r-", h_config_bool, &config_true},
+    {"config.utrace", "bool", "r-", h_config_bool, &config_false},
+    {"config.xmalloc", "bool", "r-", h_config_bool, &config_false},
 };
 
 #define MAX_OPT_NODES 64

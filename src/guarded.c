@@ -240,9 +240,10 @@ static slot_t *live_slot(const void *p, const char *call, const char *freed_word
     return s;
 }
 
-void guarded_free(void *p, const char *call)
+size_t guarded_free(void *p, const char *call)
 {
     slot_t *s = live_slot(p, call, "double free of");
+    size_t size = s->size;
     const unsigned char *end = (const unsigned char *)p + s->size;
     for (const unsigned char *b = end; (uintptr_t)b % page != 0; b++)
         if (*b != SLACK_FILL) {
@@ -260,6 +261,7 @@ void guarded_free(void *p, const char *call)
         (void)madvise((void *)pg, page, MADV_DONTNEED);   /* the kernel refused: no fault, but no old bytes */
     __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->state, SLOT_FREED, __ATOMIC_RELEASE);
+    return size;
 }
 
 size_t guarded_live_size(const void *p, const char *call)

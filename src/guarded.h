@@ -35,8 +35,8 @@ void *guarded_alloc(size_t size);
 /* Whether p points into the pool. Safe before init: false. */
 bool guarded_in_pool(const void *p);
 /* Frees p (in the pool), recording the freeing stack; aborts naming
- * call if p is no live block of a slot. */
-void guarded_free(void *p, const char *call);
+ * call if p is no live block of a slot. Returns its size (usable: exact). */
+size_t guarded_free(void *p, const char *call);
 /* Aborts naming call unless p (in the pool) is a live block; returns its
  * size (its usable size: exact). */
 size_t guarded_live_size(const void *p, const char *call);

@@ -300,6 +300,13 @@ typedef struct thread_hot {
      * (cpu_cache_node_tables): on another node's CPU its entry is
      * locked, and the miss picks the new node's. */
     struct cpu_cache *const *pop_table;
+    /* jemalloc's thread.allocated / thread.deallocated: the usable bytes
+     * of the blocks this thread was handed and gave back (every entry
+     * point, counted where the block's size is at hand: alloc.h). Here,
+     * beside the fields the fast paths use, so that the count is one add
+     * through the TLS address they already hold. Read by other threads
+     * only through thread.allocatedp, racily, as in jemalloc. */
+    uint64_t allocated, deallocated;
 } thread_hot_t;
 extern __thread thread_hot_t tls_thread;
 extern __thread uint8_t tls_state;   /* enum thread_state */

@@ -101,7 +101,8 @@ static size_t size_of_type(const char *t)
         size_t size;
     } types[] = {{"bool", sizeof(bool)},       {"unsigned", sizeof(unsigned)}, {"uint32_t", sizeof(uint32_t)},
                  {"uint64_t", sizeof(uint64_t)}, {"size_t", sizeof(size_t)},   {"ssize_t", sizeof(ssize_t)},
-                 {"const char *", sizeof(const char *)}, {"void", 0}};
+                 {"const char *", sizeof(const char *)}, {"uint64_t *", sizeof(uint64_t *)},
+                 {"void", 0}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strcmp(t, types[i].name) == 0)
             return types[i].size;

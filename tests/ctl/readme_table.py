@@ -9,9 +9,13 @@ Each `code` span of that column must be one of:
                     with DPMALLOC_CONF=key:value prints no warning and reads
                     opt.<key> back as value (through conf_child);
   name()            dpm_*: declared in include/dpmalloc.h; another name: a
-                    libc entry point defined in src/override.c;
-  NAME              declared in include/dpmalloc.h, or DPMALLOC_CONF /
-                    dpm_conf as read in src/conf.c.
+                    libc entry point defined in src/override.c, or a
+                    jemalloc function of include/dpmalloc/jemalloc.h
+                    defined (DPM_EXPORT) in src/jemalloc_api.c;
+  NAME              declared in include/dpmalloc.h or
+                    include/dpmalloc/jemalloc.h, or DPMALLOC_CONF /
+                    dpm_conf as read in src/conf.c, MALLOC_CONF /
+                    malloc_conf as read in src/conf_jemalloc.c.
 Anything else fails (an unchecked claim), and so does a row whose cell has
 no entry and does not say "none", and a "none" row whose peer function,
 less its mi_/je_/tc_ prefix, is a dpm_ function of include/dpmalloc.h
@@ -46,6 +50,9 @@ conf_keys = {r for r in re.findall(r"^\| `([a-z_]+)` \|", read("docs/config.md")
 header = read("include/dpmalloc.h")
 override = read("src/override.c")
 conf_c = read("src/conf.c")
+je_header = read("include/dpmalloc/jemalloc.h")
+je_api = read("src/jemalloc_api.c")
+conf_je = read("src/conf_jemalloc.c")
 
 
 def norm(v):
@@ -85,7 +92,9 @@ def check(span):
             ok = re.search(r"\b%s\s*\(" % name, header)
             return None if ok else f"{name}() is not declared in include/dpmalloc.h"
         ok = re.search(r"^LIBC_ENTRY\b.*\b%s\s*\(" % name, override, re.M)
-        return None if ok else f"{name}() is not a libc entry point of src/override.c"
+        if not ok and re.search(r"\b%s\s*\(" % name, je_header):
+            ok = re.search(r"^DPM_EXPORT\b.*\b%s\s*\(" % name, je_api, re.M)
+        return None if ok else f"{name}() is neither a libc entry point of src/override.c nor a jemalloc function of src/jemalloc_api.c"
     c = re.fullmatch(r"[A-Za-z_]\w*", span)
     if c:
         if re.search(r"\b%s\b" % span, header):
@@ -93,6 +102,12 @@ def check(span):
         if span == "DPMALLOC_CONF" and '"DPMALLOC_CONF"' in conf_c:
             return None
         if span == "dpm_conf" and re.search(r"extern const char \*dpm_conf\b", conf_c):
+            return None
+        if re.search(r"#define %s\b" % span, je_header):
+            return None
+        if span == "MALLOC_CONF" and '"MALLOC_CONF"' in conf_je:
+            return None
+        if span == "malloc_conf" and re.search(r"extern const char \*malloc_conf\b", conf_je):
             return None
         return f"`{span}` is neither in include/dpmalloc.h nor read by src/conf.c"
     return f"`{span}` is no kind of entry this test can check"
