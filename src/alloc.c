@@ -503,6 +503,22 @@ static void off_map_free(void *p, size_t promise, const char *call)
     *err = saved;
 }
 
+/* A block the heap profile sampled reports what the same request would
+ * have had unsampled: a small one its class's bytes (dpm_good_size), not
+ * its page run's. */
+static DPM_NOINLINE size_t prof_block_usable(const span_t *s)
+{
+    unsigned c = request_class(s->requested);
+    return c < NSMALL && sc_size(c) - canary_bytes() <= s->usable ? sc_size(c) - canary_bytes() : span_usable(s);
+}
+
+/* The usable bytes thread.allocated and thread.deallocated count for a
+ * block of span s: malloc_usable_size's (a sampled block's class size). */
+static size_t counted_usable(const span_t *s)
+{
+    return unlikely(s->prof_sampled) ? prof_block_usable(s) : span_usable(s);
+}
+
 /* No span: a block of an arena that another thread destroyed meanwhile
  * (a misuse dpm_malloc_arena's documentation forbids: the block is gone
  * already); the count must not be what crashes. */
@@ -516,7 +532,7 @@ void *thread_count_alloc_block(void *p)
     }
     const span_t *s = span_of(p);
     if (likely(s != NULL))
-        thread_count_alloc(span_usable(s));
+        thread_count_alloc(counted_usable(s));
     return p;
 }
 
@@ -584,7 +600,7 @@ static void free_leaf_miss_body(void *p, const char *call)
 void free_slow_counted(void *p, span_t *s, const char *call)
 {
     if (s != NULL)
-        thread_count_free(span_usable(s));
+        thread_count_free(counted_usable(s));
     free_slow(p, s, call);
 }
 
@@ -746,15 +762,6 @@ void *calloc_impl(size_t n, size_t size)
     if (unlikely(sample) && p != NULL)
         prof_record(span_of(p), total);
     return thread_count_alloc_block(p);
-}
-
-/* A block the heap profile sampled reports what the same request would
- * have had unsampled: a small one its class's bytes (dpm_good_size), not
- * its page run's. */
-static DPM_NOINLINE size_t prof_block_usable(const span_t *s)
-{
-    unsigned c = request_class(s->requested);
-    return c < NSMALL && sc_size(c) - canary_bytes() <= s->usable ? sc_size(c) - canary_bytes() : span_usable(s);
 }
 
 size_t usable_size_impl(const void *p, const char *call)
