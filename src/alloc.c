@@ -105,7 +105,18 @@ static DPM_NOINLINE void prof_resized(span_t *s, size_t size)
 {
     if (s->prof_sampled)
         prof_forget(s);
-    if (prof_tick(size))
+    if (prof_tick(size) && prof_samples_arena(s->arena))
+        prof_record(s, size);
+}
+
+/* The sampled allocation p (a large block from the usual path) recorded,
+ * unless its arena's blocks are not sampled: a thread bound to a manual
+ * arena allocates there, and that arena's reset discards its blocks
+ * without their frees. */
+static void prof_record_large(void *p, size_t size)
+{
+    span_t *s = p != NULL ? span_of(p) : NULL;   /* NULL: guard_sample's block */
+    if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base && prof_samples_arena(s->arena))
         prof_record(s, size);
 }
 
@@ -281,9 +292,7 @@ static DPM_NOINLINE void *prof_sampled_slow(size_t size)
     if (request_class(size) < NSMALL && (p = prof_sampled(size, 1, 0, false)) != NULL)
         return p;
     p = alloc_slow_plain(size);
-    span_t *s = p != NULL ? span_of(p) : NULL;   /* NULL: guard_sample's block */
-    if (s != NULL && s->kind == SPAN_LARGE && (uintptr_t)p == s->base)
-        prof_record(s, size);
+    prof_record_large(p, size);
     return p;
 }
 
@@ -633,7 +642,10 @@ void thread_front_pick(void)
     /* on its own cache: the thread makes it now if it ran without one */
     /* (prof:true: a thread cache's pops would go uncounted, prof.h; a
      * thread bound to a manual arena, which is not sampled, keeps one) */
-    bool counted = prof_on && (tls_arena == NULL || prof_samples_arena(tls_arena));
+    /* (and one that has a cache already, made while it was bound to a
+     * manual arena, keeps it: taking a live cache away is
+     * thread.tcache.enabled's work, not a front end's choice) */
+    bool counted = prof_on && (tls_arena == NULL || prof_samples_arena(tls_arena)) && tcache_mine() == &tcache_empty;
     tcache_t *own = !cpu && tls_state == THREAD_CACHED && !counted ? tcache_make_own() : NULL;
     if (own != NULL)
         (void)tcache_ensure_slots(own);
@@ -759,8 +771,8 @@ void *calloc_impl(size_t n, size_t size)
     /* Large: bypass the thread cache so that clean pages skip the memset. */
     bool sample = unlikely(prof_on) && prof_tick(total);
     void *p = alloc_uncached(thread_arena(), sc_of_size(total), total, true);
-    if (unlikely(sample) && p != NULL)
-        prof_record(span_of(p), total);
+    if (unlikely(sample))
+        prof_record_large(p, total);
     return thread_count_alloc_block(p);
 }
 
