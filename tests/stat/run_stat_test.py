@@ -11,6 +11,8 @@ usage: run_stat_test.py CASE TOOL [args]
                               blocks of 256 bytes a second (with a memory
                               limit set: failing one allocation at it
                               every 100 ms; with prof:true: sampled)
+  above TOOL TARGET [LIB]     a target that stays above its soft limit:
+                              the ongoing spell's time, read from outside
   stress TOOL TARGET [LIB]    200 reads of a target whose 2 threads churn
   errors TOOL TARGET FAKE_ABI FAKE_SIZE FAKE_MAGIC LIB FAKE_GARBAGE
                               not dpmalloc, no such process, version
@@ -483,6 +485,49 @@ def case_watch(tool, target, lib):
             check(False, "%s did not stop when the process exited" % proc.args)
 
 
+def case_above(tool, target, lib):
+    """The time above the soft limit includes the ongoing spell, which
+    the tool times with the process's clock: it grows between two reads
+    by the time between them, and is never less than the target's own
+    reading before."""
+    t = Target(target, "above", lib)
+    try:
+        ctl = t.ctl()
+        check(ctl["memory.above_soft_limit"] == 1, "the target is not above its soft limit: %r" % ctl)
+        reads = []
+        for i in range(2):
+            start = time.monotonic()
+            rc, out, err = run_tool(tool, ["--json", str(t.pid)])
+            end = time.monotonic()
+            if not check(rc == 0, "--json: exit %d: %s" % (rc, err)):
+                return
+            reads.append((start, end, json.loads(out)["dpmalloc"]["memory"]))
+            if i == 0:
+                time.sleep(0.5)
+        for _, _, mem in reads:
+            print("tool's memory:", mem)
+            check(mem["above_soft_limit"] is True and mem["soft_limit_passes"] == ctl["memory.soft_limit_passes"],
+                  "above the soft limit: %r" % mem)
+            check(mem["soft_limit_above_ms"] >= ctl["memory.soft_limit_above_ms"],
+                  "soft_limit_above_ms %d < the target's %d, read before" % (mem["soft_limit_above_ms"],
+                                                                             ctl["memory.soft_limit_above_ms"]))
+        (s0, e0, m0), (s1, e1, m1) = reads
+        grew = m1["soft_limit_above_ms"] - m0["soft_limit_above_ms"]
+        lo, hi = (s1 - e0) * 1000 - 2, (e1 - s0) * 1000 + 2
+        check(lo <= grew <= hi, "soft_limit_above_ms grew by %d ms between reads %.0f..%.0f ms apart" %
+              (grew, lo, hi))
+        rc, out, err = run_tool(tool, ["--openmetrics", str(t.pid)])
+        fams = check_openmetrics(out, "--openmetrics")
+        v = fams.get("dpmalloc_memory_soft_limit_above_seconds", {}).get("samples", {}).get("", 0)
+        check(v * 1000 >= m1["soft_limit_above_ms"], "dpmalloc_memory_soft_limit_above_seconds %r before %d ms" %
+              (v, m1["soft_limit_above_ms"]))
+        check(fams.get("dpmalloc_memory_above_soft_limit", {}).get("samples", {}).get("") == 1,
+              "dpmalloc_memory_above_soft_limit is not 1")
+        print("grew by %d ms between reads %.0f..%.0f ms apart; OpenMetrics %.3f s" % (grew, lo, hi, v))
+    finally:
+        t.close()
+
+
 def case_stress(tool, target, lib):
     t = Target(target, "churn", lib)
     start = time.monotonic()
@@ -629,10 +674,11 @@ def main():
     case = sys.argv[1]
     if case == "check_openmetrics":
         check_openmetrics(open(sys.argv[2]).read(), sys.argv[2])
-    elif case in ("formats", "watch", "stress"):
+    elif case in ("formats", "watch", "stress", "above"):
         tool, target = sys.argv[2], sys.argv[3]
         lib = sys.argv[4] if len(sys.argv) > 4 else None
-        {"formats": case_formats, "watch": case_watch, "stress": case_stress}[case](tool, target, lib)
+        {"formats": case_formats, "watch": case_watch, "stress": case_stress, "above": case_above}[case](tool, target,
+                                                                                                       lib)
     elif case == "errors":
         case_errors(*sys.argv[2:9])
     elif case == "checker":

@@ -14,6 +14,9 @@
  *   stat_target churn FILE     then 2 threads allocate and free random
  *                              sizes without pause, and a third starts
  *                              short-lived threads, until stdin closes
+ *   stat_target above FILE     (a memory limit set) 1 MiB blocks held
+ *                              above the soft limit before the report,
+ *                              until stdin closes
  *
  * With a memory limit (memory_limit_mb; memory_soft_limit_mb below it,
  * above the pattern's charge), before it reports the pattern passes the
@@ -165,6 +168,19 @@ static void fail_at_limit(size_t limit)
     }
 }
 
+static void *above_blocks[1024];
+static size_t nabove;
+
+/* 1 MiB blocks, touched, until the charge is above the soft limit. */
+static void go_above_soft(void)
+{
+    while (!get_bool("stats.memory.above_soft_limit") && nabove < 1024) {
+        if ((above_blocks[nabove] = malloc(1 << 20)) == NULL)
+            abort();
+        memset(above_blocks[nabove++], 4, 1 << 20);
+    }
+}
+
 /* Past the soft limit and back, then the hard limit hit three times. */
 static void hit_limits(void)
 {
@@ -175,15 +191,10 @@ static void hit_limits(void)
         fprintf(stderr, "stat_target: want a soft limit between the charge and the hard limit\n");
         exit(1);
     }
-    static void *blocks[1024];
-    size_t n = 0;
-    while (!get_bool("stats.memory.above_soft_limit") && n < 1024) {
-        if ((blocks[n] = malloc(1 << 20)) == NULL)
-            abort();
-        memset(blocks[n++], 4, 1 << 20);
-    }
-    for (size_t i = 0; i < n; i++)
-        free(blocks[i]);
+    go_above_soft();
+    for (size_t i = 0; i < nabove; i++)
+        free(above_blocks[i]);
+    nabove = 0;
     for (int i = 0; i < 3; i++)
         fail_at_limit(limit);
     if (get("stats.memory.soft_limit_passes") == 0 || get("stats.memory.limit_failures") < 3) {
@@ -274,7 +285,7 @@ static void report(const char *path)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: stat_target pattern|rate|churn FILE\n");
+        fprintf(stderr, "usage: stat_target pattern|rate|churn|above FILE\n");
         return 2;
     }
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);   /* EINVAL without Yama: nothing to do */
@@ -332,6 +343,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++)
         free_any(typed[i]);
     hit_limits();
+    if (strcmp(argv[1], "above") == 0)
+        go_above_soft();
     report(argv[2]);
     pthread_t ch[3];
     int nch = 0;
@@ -380,5 +393,7 @@ int main(int argc, char **argv)
         free(big[i]);
     for (int i = 4; i < 8; i++)
         free_any(typed[i]);
+    for (size_t i = 0; i < nabove; i++)
+        free(above_blocks[i]);
     return 0;
 }
