@@ -36,4 +36,6 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .types = &anchor_ref_types,
     .numa_nnodes = &anchor_ref_numa_nnodes,
     .numa_node_ncpus = &anchor_ref_numa_node_ncpus,
+    .memlimit = &anchor_ref_memlimit,
+    .prof = &anchor_ref_prof,
 };

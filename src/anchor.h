@@ -28,7 +28,7 @@
 #include "types.h"
 
 #define DPM_ANCHOR_MAGIC 0x524f48434e414d44ull   /* "DMANCHOR" little-endian */
-#define DPM_ANCHOR_LAYOUT 1u                      /* raised when the anchor itself changes */
+#define DPM_ANCHOR_LAYOUT 2u                      /* raised when the anchor itself changes */
 #define DPM_ANCHOR_SYMBOL "dpmalloc_stat_anchor"
 
 /* A fingerprint of the layouts the tool reads (sizes of the structs,
@@ -81,7 +81,9 @@
 #define ANCHOR_ABI_41 ANCHOR_MIX(ANCHOR_ABI_40, TYPED_STASH_SLOTS)
 #define ANCHOR_ABI_42 ANCHOR_MIX(ANCHOR_ABI_41, RUNS_NFL * 1000 + RUNS_NSL)
 #define ANCHOR_ABI_43 ANCHOR_MIX(ANCHOR_ABI_42, NUMA_MAX_NODES)
-#define DPM_ANCHOR_ABI ANCHOR_ABI_43
+#define ANCHOR_ABI_44 ANCHOR_MIX(ANCHOR_ABI_43, sizeof(anchor_memlimit_t))
+#define ANCHOR_ABI_45 ANCHOR_MIX(ANCHOR_ABI_44, sizeof(anchor_prof_t))
+#define DPM_ANCHOR_ABI ANCHOR_ABI_45
 
 typedef struct dpm_anchor {
     uint64_t magic;                   /* DPM_ANCHOR_MAGIC */
@@ -114,6 +116,8 @@ typedef struct dpm_anchor {
     const anchor_types_t *types;                /* types.c: the type-tag registry */
     const unsigned *const *numa_nnodes;         /* numa.c */
     const uint16_t *const *numa_node_ncpus;     /* [NUMA_MAX_NODES] */
+    const anchor_memlimit_t *memlimit;          /* memlimit.c (layout 2) */
+    const anchor_prof_t *prof;                  /* prof.c (layout 2) */
 } dpm_anchor_t;
 
 /* The references, defined beside their counters. */
@@ -131,6 +135,8 @@ extern const anchor_ptr_table_t anchor_ref_typed_stashes;
 extern const anchor_types_t anchor_ref_types;
 extern const unsigned *const anchor_ref_numa_nnodes;
 extern const uint16_t *const anchor_ref_numa_node_ncpus;
+extern const anchor_memlimit_t anchor_ref_memlimit;
+extern const anchor_prof_t anchor_ref_prof;
 
 
 #endif

@@ -7,6 +7,8 @@
 #ifndef DPM_ANCHOR_REF_H
 #define DPM_ANCHOR_REF_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* An array of records of which the tool reads one field each. */
@@ -33,6 +35,23 @@ typedef struct anchor_types {
     uint32_t name_stride, max_types, row_slots, counts_stride;
     uint32_t nalloc, nfree, bytes_alloc, bytes_freed;   /* offsets in a record */
 } anchor_types_t;
+
+/* The memory limit's charge, limits and counters (memlimit.c), each an
+ * atomic of its own; soft_above_ns lacks the ongoing spell above the soft
+ * limit, which the reader adds from above_since_ns (CLOCK_MONOTONIC ns)
+ * while above_soft is set, as memlimit_stats_read does. */
+typedef struct anchor_memlimit {
+    const size_t *charged, *peak, *limit, *soft_limit;
+    const uint64_t *refusals, *reclaims, *failures, *soft_passes, *soft_above_ns, *above_since_ns;
+    const bool *above_soft;
+} anchor_memlimit_t;
+
+/* The heap profiler's switches and counters (prof.c); prof.active in
+ * the process is on && active. */
+typedef struct anchor_prof {
+    const bool *on, *active;
+    const uint64_t *samples_total, *samples_live, *samples_dropped;
+} anchor_prof_t;
 
 struct dpm_anchor;
 extern const struct dpm_anchor dpmalloc_stat_anchor;

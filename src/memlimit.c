@@ -4,6 +4,7 @@
  * report here do so from slow paths that make a kernel call anyway.
  */
 #include "memlimit.h"
+#include "anchor_ref.h"
 #include "os.h"
 
 #include <errno.h>
@@ -157,3 +158,12 @@ void memlimit_stats_read(memlimit_stats_t *out)
 }
 
 void memlimit_peak_reset(void) { __atomic_store_n(&peak, memlimit_charged(), __ATOMIC_RELAXED); }
+
+/* For dpmalloc-stat (anchor.h): where the figures are, read from outside
+ * as memlimit_stats_read reads them here. */
+extern const anchor_memlimit_t anchor_ref_memlimit;
+const anchor_memlimit_t anchor_ref_memlimit = {
+    &charge, &peak, &hard_limit, &soft_limit,
+    &n_refusals, &n_reclaims, &n_failures, &n_soft_passes, &soft_above_ns, &above_since_ns,
+    &memlimit_above_soft_flag,
+};

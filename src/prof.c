@@ -14,6 +14,7 @@
  */
 #include "prof.h"
 
+#include "anchor_ref.h"
 #include "conf.h"
 #include "error.h"
 #include "mutex.h"
@@ -895,3 +896,8 @@ void prof_at_exit(void)
     if (opt.prof_leak)
         leak_report();
 }
+
+/* For dpmalloc-stat (anchor.h): the switches and the counters that
+ * stats.prof.* and prof.active read. */
+extern const anchor_prof_t anchor_ref_prof;
+const anchor_prof_t anchor_ref_prof = {&prof_on, &active, &samples_total, &samples_live, &samples_dropped};

@@ -332,6 +332,20 @@ typedef struct opt_row {
     char text[OPT_TEXT];    /* string */
 } opt_row_t;
 
+/* The memory limit's figures, as memlimit_stats_t and named as in the
+ * process's "memory" section (stats.memory.*). */
+typedef struct mem_figures {
+    uint64_t charged, peak, limit, soft_limit;
+    uint64_t limit_refusals, limit_reclaims, limit_failures, soft_limit_passes;
+    uint64_t soft_limit_above_ns;   /* the ongoing spell above the soft limit included */
+    bool above_soft_limit;
+} mem_figures_t;
+
+typedef struct prof_figures {
+    bool active;                    /* prof.active: prof:true and sampling on */
+    uint64_t samples_total, samples_live, samples_dropped;
+} prof_figures_t;
+
 typedef struct snap {
     double t;                /* CLOCK_MONOTONIC seconds */
     char version[16];
@@ -351,6 +365,8 @@ typedef struct snap {
     type_stats_t *types;     /* ntypes rows: ids 1.. */
     unsigned nnodes;         /* NUMA nodes (0: unreadable) */
     uint16_t node_ncpus[NUMA_MAX_NODES];
+    mem_figures_t mem;       /* stats.memory.* */
+    prof_figures_t prof;     /* prof.active, stats.prof.* */
 } snap_t;
 
 static dpm_anchor_t anchor;
@@ -813,6 +829,77 @@ static node_row_t node_of(const snap_t *s, unsigned n)
     return r;
 }
 
+/* 0 where unreadable, as the other counters. */
+static uint64_t read_u64(const void *at)
+{
+    uint64_t v = 0;
+    return rread((uintptr_t)at, &v, sizeof(v)) == 0 ? v : 0;
+}
+
+static bool read_flag(const void *at)
+{
+    unsigned char b = 0;
+    return rread((uintptr_t)at, &b, 1) == 0 && b != 0;
+}
+
+/* CLOCK_MONOTONIC of the process less ours, in ns: non-zero only where it
+ * runs in another time namespace (/proc/PID/timens_offsets, Linux 5.6),
+ * whose offsets are fixed once a process has entered it. */
+static int64_t monotonic_offset(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    char name[32];
+    long long sec, nsec;
+    int64_t off = 0;
+    while (fscanf(f, "%31s %lld %lld", name, &sec, &nsec) == 3)
+        if (strcmp(name, "monotonic") == 0 || strcmp(name, "1") == 0)
+            off = (int64_t)sec * 1000000000 + nsec;
+    fclose(f);
+    return off;
+}
+
+static int64_t clock_skew;   /* the process's CLOCK_MONOTONIC less ours (ns) */
+
+/* The memory limit's figures (memlimit.c), as memlimit_stats_read makes
+ * them: the time above the soft limit includes the ongoing spell, timed
+ * with the process's clock. */
+static void read_memory(mem_figures_t *m)
+{
+    anchor_memlimit_t d;
+    if (rread((uintptr_t)anchor.memlimit, &d, sizeof(d)) != 0)
+        return;
+    m->charged = read_u64(d.charged);
+    m->peak = read_u64(d.peak);
+    m->limit = read_u64(d.limit);
+    m->soft_limit = read_u64(d.soft_limit);
+    m->limit_refusals = read_u64(d.refusals);
+    m->limit_reclaims = read_u64(d.reclaims);
+    m->limit_failures = read_u64(d.failures);
+    m->soft_limit_passes = read_u64(d.soft_passes);
+    m->above_soft_limit = read_flag(d.above_soft);
+    m->soft_limit_above_ns = read_u64(d.soft_above_ns);
+    if (m->above_soft_limit) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t t = (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + clock_skew);
+        uint64_t since = read_u64(d.above_since_ns);
+        m->soft_limit_above_ns += t > since ? t - since : 0;
+    }
+}
+
+static void read_prof(prof_figures_t *p)
+{
+    anchor_prof_t d;
+    if (rread((uintptr_t)anchor.prof, &d, sizeof(d)) != 0)
+        return;
+    p->active = read_flag(d.on) && read_flag(d.active);
+    p->samples_total = read_u64(d.samples_total);
+    p->samples_live = read_u64(d.samples_live);
+    p->samples_dropped = read_u64(d.samples_dropped);
+}
+
 static void snap_free(snap_t *s)
 {
     free(s->types);
@@ -866,6 +953,8 @@ static void take(snap_t *s, uintptr_t anchor_at)
     read_options(s);
     read_types(s);
     read_nodes(s);
+    read_memory(&s->mem);
+    read_prof(&s->prof);
     s->metadata = read_size(anchor.metadata_bytes);
     s->guarded_total = read_size(anchor.guarded_total);
     s->guarded_live = read_size(anchor.guarded_live);
@@ -944,6 +1033,15 @@ static void print_text(const snap_t *s)
            s->typed_cache_bytes);
     printf("    guarded_total: %" PRIu64 "\n    guarded_live: %" PRIu64 "\n    narenas: %u\n    thread_caches: %u\n",
            s->guarded_total, s->guarded_live, s->narenas, s->nthread_caches);
+    const mem_figures_t *m = &s->mem;
+    printf("  memory:\n    charged: %" PRIu64 "\n    peak: %" PRIu64 "\n    limit: %" PRIu64 "\n    soft_limit: %" PRIu64
+           "\n    limit_refusals: %" PRIu64 "\n    limit_reclaims: %" PRIu64 "\n    limit_failures: %" PRIu64
+           "\n    soft_limit_passes: %" PRIu64 "\n    soft_limit_above_ms: %" PRIu64 "\n    above_soft_limit: %s\n",
+           m->charged, m->peak, m->limit, m->soft_limit, m->limit_refusals, m->limit_reclaims, m->limit_failures,
+           m->soft_limit_passes, m->soft_limit_above_ns / 1000000u, m->above_soft_limit ? "true" : "false");
+    printf("  prof:\n    active: %s\n    samples_total: %" PRIu64 "\n    samples_live: %" PRIu64
+           "\n    samples_dropped: %" PRIu64 "\n",
+           s->prof.active ? "true" : "false", s->prof.samples_total, s->prof.samples_live, s->prof.samples_dropped);
     printf("  nodes:\n    nnodes: %u\n", s->nnodes);
     for (unsigned n = 0; n < s->nnodes; n++) {
         node_row_t r = node_of(s, n);
@@ -1077,6 +1175,15 @@ static void print_json(const snap_t *s)
            s->thread_cache_bytes, s->cpu_cache_bytes, s->transfer_bytes, s->large_cache_bytes, s->typed_cache_bytes,
            s->guarded_total,
            s->guarded_live, s->narenas, s->nthread_caches);
+    const mem_figures_t *m = &s->mem;
+    printf("\"memory\":{\"charged\":%" PRIu64 ",\"peak\":%" PRIu64 ",\"limit\":%" PRIu64 ",\"soft_limit\":%" PRIu64
+           ",\"limit_refusals\":%" PRIu64 ",\"limit_reclaims\":%" PRIu64 ",\"limit_failures\":%" PRIu64
+           ",\"soft_limit_passes\":%" PRIu64 ",\"soft_limit_above_ms\":%" PRIu64 ",\"above_soft_limit\":%s},",
+           m->charged, m->peak, m->limit, m->soft_limit, m->limit_refusals, m->limit_reclaims, m->limit_failures,
+           m->soft_limit_passes, m->soft_limit_above_ns / 1000000u, m->above_soft_limit ? "true" : "false");
+    printf("\"prof\":{\"active\":%s,\"samples_total\":%" PRIu64 ",\"samples_live\":%" PRIu64
+           ",\"samples_dropped\":%" PRIu64 "},",
+           s->prof.active ? "true" : "false", s->prof.samples_total, s->prof.samples_live, s->prof.samples_dropped);
     printf("\"nodes\":{\"nnodes\":%u", s->nnodes);
     for (unsigned n = 0; n < s->nnodes; n++) {
         node_row_t r = node_of(s, n);
@@ -1310,6 +1417,67 @@ static void om_types(const snap_t *s, const char *name, const char *suffix, int 
     }
 }
 
+/* The memory limit (stats.memory.*): bytes as gauges, the refusals,
+ * reclaims, failures and passings as counters, the time above the soft
+ * limit in seconds. */
+static void om_memory(const mem_figures_t *m)
+{
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } gauges[] = {
+        {"memory_charged_bytes", "Bytes the memory limit counts: what dpmalloc holds that may be resident (stats.memory.charged).",
+         offsetof(mem_figures_t, charged)},
+        {"memory_peak_bytes", "Highest charge since start or memory.peak_reset (stats.memory.peak).",
+         offsetof(mem_figures_t, peak)},
+        {"memory_limit_bytes", "Hard limit of the charge, 0 for none (stats.memory.limit, memory_limit_mb).",
+         offsetof(mem_figures_t, limit)},
+        {"memory_soft_limit_bytes", "Soft limit, 0 for none (stats.memory.soft_limit, memory_soft_limit_mb).",
+         offsetof(mem_figures_t, soft_limit)},
+    };
+    for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
+        om_family(gauges[i].name, "gauge", "bytes", gauges[i].help);
+        om_sample(gauges[i].name, "", "", *(const uint64_t *)((const char *)m + gauges[i].off));
+    }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } counters[] = {
+        {"memory_limit_refusals", "Charges refused at the hard limit (stats.memory.limit_refusals).",
+         offsetof(mem_figures_t, limit_refusals)},
+        {"memory_limit_reclaims", "Reclaims (caches drained, arenas purged) run because of a refusal (stats.memory.limit_reclaims).",
+         offsetof(mem_figures_t, limit_reclaims)},
+        {"memory_limit_failures", "Allocations that failed at the hard limit after the reclaim (stats.memory.limit_failures).",
+         offsetof(mem_figures_t, limit_failures)},
+        {"memory_soft_limit_passes", "Times the charge went above the soft limit (stats.memory.soft_limit_passes).",
+         offsetof(mem_figures_t, soft_limit_passes)},
+    };
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        om_family(counters[i].name, "counter", NULL, counters[i].help);
+        om_sample(counters[i].name, "_total", "", *(const uint64_t *)((const char *)m + counters[i].off));
+    }
+    om_family("memory_soft_limit_above_seconds", "counter", "seconds",
+              "Time the charge spent above the soft limit, the ongoing spell included (stats.memory.soft_limit_above_ms).");
+    printf("dpmalloc_memory_soft_limit_above_seconds_total %.9f\n", (double)m->soft_limit_above_ns / 1e9);
+    om_family("memory_above_soft_limit", "gauge", NULL,
+              "1 while the charge is above the soft limit (stats.memory.above_soft_limit).");
+    om_sample("memory_above_soft_limit", "", "", m->above_soft_limit);
+}
+
+/* The heap profiler (prof.active, stats.prof.*): 0 without prof:true. */
+static void om_prof(const prof_figures_t *p)
+{
+    om_family("prof_active", "gauge", NULL, "1 while the heap profiler samples (prof.active).");
+    om_sample("prof_active", "", "", p->active);
+    om_family("prof_samples", "counter", NULL, "Allocations the heap profiler sampled (stats.prof.samples_total).");
+    om_sample("prof_samples", "_total", "", p->samples_total);
+    om_family("prof_samples_live", "gauge", NULL, "Sampled blocks not freed yet (stats.prof.samples_live).");
+    om_sample("prof_samples_live", "", "", p->samples_live);
+    om_family("prof_samples_dropped", "counter", NULL,
+              "Samples not recorded: the profile's tables were full (stats.prof.samples_dropped).");
+    om_sample("prof_samples_dropped", "_total", "", p->samples_dropped);
+}
+
 static void print_openmetrics(const snap_t *s)
 {
     om_family("build", "info", NULL, "Version of the dpmalloc library the process runs, and its front end (stats.front_end).");
@@ -1349,6 +1517,8 @@ static void print_openmetrics(const snap_t *s)
     om_sample("guarded_samples", "_total", "", s->guarded_total);
     om_family("guarded_live", "gauge", NULL, "Sampled blocks live now (stats.guarded.live).");
     om_sample("guarded_live", "", "", s->guarded_live);
+    om_memory(&s->mem);
+    om_prof(&s->prof);
 
     om_family("type_live_bytes", "gauge", "bytes", "Bytes of live blocks of the type (typed allocation).");
     om_types(s, "type_live_bytes", "", 0);
@@ -1448,18 +1618,28 @@ static void print_rates(const snap_t *a, const snap_t *b, bool json)
     double requests = rate(b->nrequests, a->nrequests, dt);
     double bytes = ((double)b->allocated - (double)a->allocated) / dt;
     double purged = rate(b->npurged, a->npurged, dt) * anchor.page;
+    const mem_figures_t *ma = &a->mem, *mb = &b->mem;
+    double refusals = rate(mb->limit_refusals, ma->limit_refusals, dt);
+    double reclaims = rate(mb->limit_reclaims, ma->limit_reclaims, dt);
+    double failures = rate(mb->limit_failures, ma->limit_failures, dt);
+    double passes = rate(mb->soft_limit_passes, ma->soft_limit_passes, dt);
+    double samples = rate(b->prof.samples_total, a->prof.samples_total, dt);
+    double dropped = rate(b->prof.samples_dropped, a->prof.samples_dropped, dt);
     if (json) {
         printf("{\"interval_s\":%.3f,\"mallocs_per_s\":%.1f,\"frees_per_s\":%.1f,\"requests_per_s\":%.1f,"
-               "\"allocated_bytes_per_s\":%.1f,\"purged_bytes_per_s\":%.1f,\"allocated\":%" PRIu64
+               "\"allocated_bytes_per_s\":%.1f,\"purged_bytes_per_s\":%.1f,\"limit_refusals_per_s\":%.1f,"
+               "\"limit_reclaims_per_s\":%.1f,\"limit_failures_per_s\":%.1f,\"soft_limit_passes_per_s\":%.1f,"
+               "\"prof_samples_per_s\":%.1f,\"prof_samples_dropped_per_s\":%.1f,\"allocated\":%" PRIu64
                ",\"active\":%" PRIu64 ",\"resident\":%" PRIu64 ",\"mapped\":%" PRIu64 ",\"tcache_bytes\":%" PRIu64
-               "}\n",
-               dt, mallocs, frees, requests, bytes, purged, b->allocated, b->active, b->resident, b->mapped,
-               b->cache_bytes);
+               ",\"charged\":%" PRIu64 ",\"above_soft_limit\":%s,\"prof_samples_live\":%" PRIu64 "}\n",
+               dt, mallocs, frees, requests, bytes, purged, refusals, reclaims, failures, passes, samples, dropped,
+               b->allocated, b->active, b->resident, b->mapped, b->cache_bytes, mb->charged,
+               mb->above_soft_limit ? "true" : "false", b->prof.samples_live);
     } else {
-        printf("%10.1f %10.1f %11.1f %14.1f %12.1f %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64
-               " %12" PRIu64 "\n",
-               mallocs, frees, requests, bytes, purged, b->allocated, b->active, b->resident, b->mapped,
-               b->cache_bytes);
+        printf("%10.1f %10.1f %11.1f %14.1f %12.1f %11.1f %11.1f %11.1f %11.1f %10.1f %12" PRIu64 " %12" PRIu64
+               " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\n",
+               mallocs, frees, requests, bytes, purged, refusals, reclaims, failures, passes, samples, b->allocated,
+               b->active, b->resident, b->mapped, b->cache_bytes, mb->charged);
     }
     fflush(stdout);
 }
@@ -1575,6 +1755,9 @@ int main(int argc, char **argv)
             (int)pid, theirs, source_path, anchor.layout, anchor.abi, DPMALLOC_VERSION, DPM_ANCHOR_LAYOUT,
             (uint64_t)DPM_ANCHOR_ABI);
 
+    char offsets[64];
+    snprintf(offsets, sizeof(offsets), "/proc/%d/timens_offsets", (int)pid);
+    clock_skew = monotonic_offset(offsets) - monotonic_offset("/proc/self/timens_offsets");
     snap_t s;
     take(&s, at);
     if (watch == 0) {
@@ -1588,8 +1771,9 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? 0 : 1;
     }
     if (!json)
-        printf("%10s %10s %11s %14s %12s %12s %12s %12s %12s %12s\n", "mallocs/s", "frees/s", "requests/s",
-               "alloc_bytes/s", "purged_B/s", "allocated", "active", "resident", "mapped", "cached");
+        printf("%10s %10s %11s %14s %12s %11s %11s %11s %11s %10s %12s %12s %12s %12s %12s %12s\n", "mallocs/s",
+               "frees/s", "requests/s", "alloc_bytes/s", "purged_B/s", "refusals/s", "reclaims/s", "failures/s",
+               "soft_pass/s", "samples/s", "allocated", "active", "resident", "mapped", "cached", "charged");
     for (long n = 0; count < 0 || n < count; n++) {
         sleep_s(watch);
         snap_t next;

@@ -8,7 +8,11 @@ usage: run_stat_test.py CASE TOOL [args]
                               read of itself with dpm_ctl; LIB: run the
                               target with LD_PRELOAD=LIB
   watch TOOL TARGET [LIB]     --watch rates of a target allocating 2000
-                              blocks of 256 bytes a second
+                              blocks of 256 bytes a second (with a memory
+                              limit set: failing one allocation at it
+                              every 100 ms; with prof:true: sampled)
+  above TOOL TARGET [LIB]     a target that stays above its soft limit:
+                              the ongoing spell's time, read from outside
   stress TOOL TARGET [LIB]    200 reads of a target whose 2 threads churn
   errors TOOL TARGET FAKE_ABI FAKE_SIZE FAKE_MAGIC LIB FAKE_GARBAGE
                               not dpmalloc, no such process, version
@@ -74,6 +78,7 @@ class Target:
                 out[k] = int(v)
         return out
 
+
     def close(self):
         try:
             self.p.stdin.close()
@@ -87,6 +92,103 @@ class Target:
             check(False, "the target did not exit after its stdin closed")
         check(self.p.returncode == 0, "the target exited with %s" % self.p.returncode)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+
+def conf_value(key):
+    """The number DPMALLOC_CONF gives key, or None."""
+    m = re.search(r"(?:^|,)%s:(\d+)" % key, os.environ.get("DPMALLOC_CONF", ""))
+    return int(m.group(1)) if m else None
+
+
+MEMORY_KEYS = ("charged", "peak", "limit", "soft_limit", "limit_refusals", "limit_reclaims", "limit_failures",
+               "soft_limit_passes", "soft_limit_above_ms")
+PROF_KEYS = ("samples_total", "samples_live", "samples_dropped")
+
+
+def check_memory_prof(doc, inproc, ctl, text, fams):
+    """The memory limit's and the profiler's figures of the idle target:
+    the tool's JSON, text and OpenMetrics equal to what the target read
+    of itself (dpm_ctl's stats.memory.*, prof.active, stats.prof.*, and
+    dpm_stats_print's "memory" section)."""
+    mem, prof = doc.get("memory"), doc.get("prof")
+    if not check(isinstance(mem, dict) and isinstance(prof, dict), "--json has no memory/prof sections"):
+        return
+    print("tool's memory:", mem)
+    print("tool's prof:  ", prof)
+    above = ctl["memory.above_soft_limit"] == 1
+    check(mem.get("above_soft_limit") is above, "memory.above_soft_limit: tool %r, dpm_ctl %d" %
+          (mem.get("above_soft_limit"), above))
+    for k in MEMORY_KEYS:
+        if k == "soft_limit_above_ms" and above:
+            # an ongoing spell: the tool reads later than the target did
+            check(mem.get(k, -1) >= ctl["memory." + k], "memory.%s: tool %r < dpm_ctl's %d" %
+                  (k, mem.get(k), ctl["memory." + k]))
+            continue
+        check(mem.get(k) == ctl["memory." + k], "memory.%s: tool %r, dpm_ctl stats.memory.%s %d" %
+              (k, mem.get(k), k, ctl["memory." + k]))
+    if not above:
+        check(mem == inproc.get("memory"), "memory: tool %r, in-process %r" % (mem, inproc.get("memory")))
+    for k in PROF_KEYS:
+        check(prof.get(k) == ctl["prof." + k], "prof.%s: tool %r, dpm_ctl stats.prof.%s %d" %
+              (k, prof.get(k), k, ctl["prof." + k]))
+    check(prof.get("active") is (ctl["prof.active"] == 1), "prof.active: tool %r, dpm_ctl %d" %
+          (prof.get("active"), ctl["prof.active"]))
+    # what DPMALLOC_CONF asked for, and the target's hits of the limits
+    limit_mb, soft_mb = conf_value("memory_limit_mb"), conf_value("memory_soft_limit_mb")
+    check(mem.get("limit") == (limit_mb or 0) << 20 and mem.get("soft_limit") == (soft_mb or 0) << 20,
+          "memory limits %r/%r with DPMALLOC_CONF=%s" % (mem.get("limit"), mem.get("soft_limit"),
+                                                         os.environ.get("DPMALLOC_CONF", "")))
+    if limit_mb:
+        check(mem["limit_failures"] >= 3 and mem["limit_refusals"] >= mem["limit_failures"] and
+              mem["limit_reclaims"] >= mem["limit_failures"] and mem["soft_limit_passes"] >= 1 and
+              mem["peak"] > mem["soft_limit"] and mem["charged"] < mem["soft_limit"],
+              "the target hit the limits: %r" % mem)
+    else:
+        check(all(mem[k] == 0 for k in ("limit_refusals", "limit_reclaims", "limit_failures", "soft_limit_passes")),
+              "no limit, and limit counters: %r" % mem)
+    if "prof:true" in os.environ.get("DPMALLOC_CONF", ""):
+        check(prof["active"] and prof["samples_total"] > 0 and 0 < prof["samples_live"] <= prof["samples_total"],
+              "prof:true and the profiler's counters: %r" % prof)
+    else:
+        check(not prof["active"] and prof["samples_total"] == 0, "no prof:true and prof: %r" % prof)
+
+    # the text report: its memory and prof sections
+    for sect, keys, src in (("memory", MEMORY_KEYS, mem), ("prof", PROF_KEYS, prof)):
+        m = re.search(r"^  %s:\n((?:    .*\n)+)" % sect, text, re.M)
+        if not check(m is not None, "text has no %s section" % sect):
+            continue
+        lines = dict(l.strip().split(": ", 1) for l in m.group(1).splitlines())
+        for k in keys:
+            if k == "soft_limit_above_ms" and above:
+                continue
+            check(lines.get(k) == str(src[k]), "text %s.%s: %r, JSON %r" % (sect, k, lines.get(k), src[k]))
+    # OpenMetrics: the families, each equal to the figure it names
+    om = {"dpmalloc_memory_charged_bytes": mem["charged"], "dpmalloc_memory_peak_bytes": mem["peak"],
+          "dpmalloc_memory_limit_bytes": mem["limit"], "dpmalloc_memory_soft_limit_bytes": mem["soft_limit"],
+          "dpmalloc_memory_limit_refusals": mem["limit_refusals"],
+          "dpmalloc_memory_limit_reclaims": mem["limit_reclaims"],
+          "dpmalloc_memory_limit_failures": mem["limit_failures"],
+          "dpmalloc_memory_soft_limit_passes": mem["soft_limit_passes"],
+          "dpmalloc_memory_above_soft_limit": int(above),
+          "dpmalloc_prof_active": int(prof["active"]), "dpmalloc_prof_samples": prof["samples_total"],
+          "dpmalloc_prof_samples_live": prof["samples_live"],
+          "dpmalloc_prof_samples_dropped": prof["samples_dropped"]}
+    for name, want in om.items():
+        if check(name in fams, "--openmetrics has no family %s" % name):
+            v = fams[name]["samples"].get("")
+            check(v == want, "%s %r, want %r" % (name, v, want))
+    name = "dpmalloc_memory_soft_limit_above_seconds"
+    if check(name in fams and fams[name]["type"] == "counter" and fams[name]["unit"] == "seconds",
+             "--openmetrics has no counter %s in seconds" % name):
+        v = fams[name]["samples"].get("", -1)
+        ms = ctl["memory.soft_limit_above_ms"]
+        check(int(v * 1000) == ms if not above else v * 1000 >= ms, "%s %r, stats.memory.soft_limit_above_ms %d" %
+              (name, v, ms))
+    for name in ("dpmalloc_memory_limit_refusals", "dpmalloc_prof_samples", "dpmalloc_prof_samples_dropped"):
+        check(fams.get(name, {}).get("type") == "counter", "%s is no counter" % name)
+    for name in ("dpmalloc_memory_charged_bytes", "dpmalloc_prof_samples_live"):
+        check(fams.get(name, {}).get("type") == "gauge", "%s is no gauge" % name)
 
 
 # ---- OpenMetrics -----------------------------------------------------------
@@ -210,7 +312,11 @@ def case_formats(tool, target, lib):
         # included: at least 1000), ten of 1 MiB (exactly)
         small = [b for a in arenas for b in a["bins"] if 100 <= b["size"] <= 128 and b["phase"] == 0]
         live = sum(b["curregs"] for b in small)
-        check(live >= 1000, "live blocks of the 100-byte class: %d, want >= 1000" % live)
+        # (under prof:true a sampled block is a page run of its own, not
+        # a bin's: at most stats.prof.samples_live of them)
+        sampled = doc.get("prof", {}).get("samples_live", 0)
+        check(live >= 1000 - sampled, "live blocks of the 100-byte class: %d, want >= 1000 - %d sampled" %
+              (live, sampled))
         big = sum(l["curlextents"] for a in arenas for l in a["large"] if l["size"] == 1 << 20)
         check(big == 10, "live 1 MiB blocks: %d, want 10" % big)
         for a in arenas:
@@ -277,6 +383,7 @@ def case_formats(tool, target, lib):
 
         rc, out, err = run_tool(tool, [str(t.pid)])
         check(rc == 0, "text: exit %d: %s" % (rc, err))
+        text = out
         for k in ("allocated", "active", "resident", "mapped", "metadata"):
             check(re.search(r"^    %s: %d$" % (k, ctl[k]), out, re.M) is not None,
                   "text has no '%s: %d' line" % (k, ctl[k]))
@@ -298,7 +405,9 @@ def case_formats(tool, target, lib):
         if "dpmalloc_large_live_blocks" in fams:
             v = sum(x for lab, x in fams["dpmalloc_large_live_blocks"]["samples"].items() if 'size="1048576"' in lab)
             check(v == 10, "dpmalloc_large_live_blocks of 1 MiB: %s, want 10" % v)
+        check_memory_prof(doc, inproc, ctl, text, fams)
         print("\n".join(out.splitlines()[:12]))
+        print("\n".join(l for l in out.splitlines() if l.startswith(("dpmalloc_memory", "dpmalloc_prof"))))
     finally:
         t.close()
 
@@ -323,11 +432,40 @@ def case_watch(tool, target, lib):
             check(500 <= r["mallocs_per_s"] <= 8000, "mallocs/s %.1f, want about 2000" % r["mallocs_per_s"])
             check(128e3 <= r["allocated_bytes_per_s"] <= 2e6,
                   "allocated bytes/s %.1f, want about 512000" % r["allocated_bytes_per_s"])
-            check(r["frees_per_s"] <= r["mallocs_per_s"], "frees/s %.1f > mallocs/s" % r["frees_per_s"])
+            limit_mb, lg = conf_value("memory_limit_mb"), conf_value("lg_prof_sample")
+            if limit_mb:
+                # one allocation fails at the limit every 100 ms: refused
+                # (at least once), reclaimed, failed; the reclaims drain
+                # the caches into the bins (frees), refilled after
+                check(5 <= r["limit_failures_per_s"] <= 15,
+                      "limit failures/s %.1f, want about 10" % r["limit_failures_per_s"])
+                check(r["limit_refusals_per_s"] >= r["limit_failures_per_s"] * 0.9 and
+                      r["limit_reclaims_per_s"] >= r["limit_failures_per_s"] * 0.9,
+                      "refusals/s %.1f, reclaims/s %.1f, failures/s %.1f" %
+                      (r["limit_refusals_per_s"], r["limit_reclaims_per_s"], r["limit_failures_per_s"]))
+                check(0 < r["charged"] <= limit_mb << 20, "charged %d under a limit of %d MiB" %
+                      (r["charged"], limit_mb))
+            else:
+                check(r["frees_per_s"] <= r["mallocs_per_s"], "frees/s %.1f > mallocs/s" % r["frees_per_s"])
+                check(r["limit_refusals_per_s"] == 0 and r["limit_failures_per_s"] == 0,
+                      "no limit, and refusals/s %.1f" % r["limit_refusals_per_s"])
+            if "prof:true" in os.environ.get("DPMALLOC_CONF", "") and lg is not None:
+                # 512000 bytes a second, one sample per 2^lg bytes on average
+                want = 512000.0 / (1 << lg)
+                check(want / 4 <= r["prof_samples_per_s"] <= want * 4,
+                      "prof samples/s %.1f, want about %.0f" % (r["prof_samples_per_s"], want))
+                check(r["prof_samples_live"] > 0, "no live sample: %r" % r)
+            elif "prof:true" not in os.environ.get("DPMALLOC_CONF", ""):
+                check(r["prof_samples_per_s"] == 0, "no prof:true, and prof samples/s %.1f" % r["prof_samples_per_s"])
         rc, out, err = run_tool(tool, ["--watch", "0.2", "--count", "3", str(t.pid)], timeout=30)
         check(rc == 0, "--watch text: exit %d: %s" % (rc, err))
         lines = out.splitlines()
         check(len(lines) == 4 and "mallocs/s" in lines[0], "--watch text: a header and 3 lines: %r" % lines)
+        if lines:
+            cols = lines[0].split()
+            check(cols[5:10] == ["refusals/s", "reclaims/s", "failures/s", "soft_pass/s", "samples/s"] and
+                  cols[-1] == "charged" and all(len(l.split()) == len(cols) for l in lines),
+                  "--watch text columns: %r" % lines)
         # the process exits while watched: status 3, no hang
         w = subprocess.Popen([tool, "--watch", "0.2", str(t.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -345,6 +483,49 @@ def case_watch(tool, target, lib):
             proc.kill()
             proc.wait()
             check(False, "%s did not stop when the process exited" % proc.args)
+
+
+def case_above(tool, target, lib):
+    """The time above the soft limit includes the ongoing spell, which
+    the tool times with the process's clock: it grows between two reads
+    by the time between them, and is never less than the target's own
+    reading before."""
+    t = Target(target, "above", lib)
+    try:
+        ctl = t.ctl()
+        check(ctl["memory.above_soft_limit"] == 1, "the target is not above its soft limit: %r" % ctl)
+        reads = []
+        for i in range(2):
+            start = time.monotonic()
+            rc, out, err = run_tool(tool, ["--json", str(t.pid)])
+            end = time.monotonic()
+            if not check(rc == 0, "--json: exit %d: %s" % (rc, err)):
+                return
+            reads.append((start, end, json.loads(out)["dpmalloc"]["memory"]))
+            if i == 0:
+                time.sleep(0.5)
+        for _, _, mem in reads:
+            print("tool's memory:", mem)
+            check(mem["above_soft_limit"] is True and mem["soft_limit_passes"] == ctl["memory.soft_limit_passes"],
+                  "above the soft limit: %r" % mem)
+            check(mem["soft_limit_above_ms"] >= ctl["memory.soft_limit_above_ms"],
+                  "soft_limit_above_ms %d < the target's %d, read before" % (mem["soft_limit_above_ms"],
+                                                                             ctl["memory.soft_limit_above_ms"]))
+        (s0, e0, m0), (s1, e1, m1) = reads
+        grew = m1["soft_limit_above_ms"] - m0["soft_limit_above_ms"]
+        lo, hi = (s1 - e0) * 1000 - 2, (e1 - s0) * 1000 + 2
+        check(lo <= grew <= hi, "soft_limit_above_ms grew by %d ms between reads %.0f..%.0f ms apart" %
+              (grew, lo, hi))
+        rc, out, err = run_tool(tool, ["--openmetrics", str(t.pid)])
+        fams = check_openmetrics(out, "--openmetrics")
+        v = fams.get("dpmalloc_memory_soft_limit_above_seconds", {}).get("samples", {}).get("", 0)
+        check(v * 1000 >= m1["soft_limit_above_ms"], "dpmalloc_memory_soft_limit_above_seconds %r before %d ms" %
+              (v, m1["soft_limit_above_ms"]))
+        check(fams.get("dpmalloc_memory_above_soft_limit", {}).get("samples", {}).get("") == 1,
+              "dpmalloc_memory_above_soft_limit is not 1")
+        print("grew by %d ms between reads %.0f..%.0f ms apart; OpenMetrics %.3f s" % (grew, lo, hi, v))
+    finally:
+        t.close()
 
 
 def case_stress(tool, target, lib):
@@ -493,10 +674,11 @@ def main():
     case = sys.argv[1]
     if case == "check_openmetrics":
         check_openmetrics(open(sys.argv[2]).read(), sys.argv[2])
-    elif case in ("formats", "watch", "stress"):
+    elif case in ("formats", "watch", "stress", "above"):
         tool, target = sys.argv[2], sys.argv[3]
         lib = sys.argv[4] if len(sys.argv) > 4 else None
-        {"formats": case_formats, "watch": case_watch, "stress": case_stress}[case](tool, target, lib)
+        {"formats": case_formats, "watch": case_watch, "stress": case_stress, "above": case_above}[case](tool, target,
+                                                                                                       lib)
     elif case == "errors":
         case_errors(*sys.argv[2:9])
     elif case == "checker":

@@ -61,6 +61,8 @@ DPM_EXPORT const dpm_anchor_t dpmalloc_stat_anchor = {
     .opt_table = AT(17),
     .opt_table_len = AT(18),
     .types = AT(19),
+    .memlimit = AT(20),
+    .prof = AT(21),
 #endif
 };
 

@@ -14,6 +14,17 @@
  *   stat_target churn FILE     then 2 threads allocate and free random
  *                              sizes without pause, and a third starts
  *                              short-lived threads, until stdin closes
+ *   stat_target above FILE     (a memory limit set) 1 MiB blocks held
+ *                              above the soft limit before the report,
+ *                              until stdin closes
+ *
+ * With a memory limit (memory_limit_mb; memory_soft_limit_mb below it,
+ * above the pattern's charge), before it reports the pattern passes the
+ * soft limit with 1 MiB blocks and frees them (back below it), and three
+ * allocations as large as the hard limit fail with ENOMEM (refusals,
+ * reclaims, failures); in rate mode one such allocation fails every
+ * 100 ms too. The memory limit's and the profiler's figures (stats.memory.*,
+ * prof.active, stats.prof.*) are in FILE with the others.
  *
  * Built linked with dpmalloc_static and as a plain program run with
  * LD_PRELOAD (TEST_PRELOAD: dpm_ctl is looked up at run time).
@@ -21,8 +32,10 @@
 #include <dpmalloc.h>
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +146,63 @@ static uint64_t get(const char *name)
     exit(1);
 }
 
+static bool get_bool(const char *name)
+{
+    bool v = false;
+    size_t len = sizeof(v);
+    if (ctl(name, &v, &len, NULL, 0) != 0) {
+        fprintf(stderr, "stat_target: dpm_ctl(\"%s\") failed\n", name);
+        exit(1);
+    }
+    return v;
+}
+
+/* An allocation as large as the hard limit: refused, reclaimed, failed. */
+static void fail_at_limit(size_t limit)
+{
+    errno = 0;
+    void *p = malloc(limit);
+    if (p != NULL || errno != ENOMEM) {
+        fprintf(stderr, "stat_target: malloc(%zu) under memory.limit %zu: %p, errno %d\n", limit, limit, p, errno);
+        exit(1);
+    }
+}
+
+static void *above_blocks[1024];
+static size_t nabove;
+
+/* 1 MiB blocks, touched, until the charge is above the soft limit. */
+static void go_above_soft(void)
+{
+    while (!get_bool("stats.memory.above_soft_limit") && nabove < 1024) {
+        if ((above_blocks[nabove] = malloc(1 << 20)) == NULL)
+            abort();
+        memset(above_blocks[nabove++], 4, 1 << 20);
+    }
+}
+
+/* Past the soft limit and back, then the hard limit hit three times. */
+static void hit_limits(void)
+{
+    size_t limit = (size_t)get("memory.limit"), soft = (size_t)get("memory.soft_limit");
+    if (limit == 0)
+        return;
+    if (soft == 0 || soft >= limit || get("stats.memory.charged") >= soft) {
+        fprintf(stderr, "stat_target: want a soft limit between the charge and the hard limit\n");
+        exit(1);
+    }
+    go_above_soft();
+    for (size_t i = 0; i < nabove; i++)
+        free(above_blocks[i]);
+    nabove = 0;
+    for (int i = 0; i < 3; i++)
+        fail_at_limit(limit);
+    if (get("stats.memory.soft_limit_passes") == 0 || get("stats.memory.limit_failures") < 3) {
+        fprintf(stderr, "stat_target: the limits were not hit\n");
+        exit(1);
+    }
+}
+
 static void report(const char *path)
 {
     uint64_t epoch = 1;
@@ -164,6 +234,21 @@ static void report(const char *path)
             if (ctl(name, &v, &l, NULL, 0) == 0)   /* arenas never made answer an error */
                 sums[k] += v;
         }
+    /* the memory limit's and the profiler's figures */
+    static const char *const mem[] = {"charged", "peak", "limit", "soft_limit", "limit_refusals", "limit_reclaims",
+                                      "limit_failures", "soft_limit_passes", "soft_limit_above_ms"};
+    static const char *const prof[] = {"samples_total", "samples_live", "samples_dropped"};
+    uint64_t mv[9], pv[3];
+    for (int i = 0; i < 9; i++) {
+        snprintf(name, sizeof(name), "stats.memory.%s", mem[i]);
+        mv[i] = get(name);
+    }
+    bool above = get_bool("stats.memory.above_soft_limit");
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "stats.prof.%s", prof[i]);
+        pv[i] = get(name);
+    }
+    bool prof_active = get_bool("prof.active");
     /* written with write(2) from a stack buffer: no allocation after
      * the figures were read, so they stay the process's figures */
     char text[2048];
@@ -173,6 +258,12 @@ static void report(const char *path)
     for (int k = 0; k < 6; k++)
         at += (size_t)snprintf(text + at, sizeof(text) - at, "%s=%llu\n", per[k], (unsigned long long)sums[k]);
     at += (size_t)snprintf(text + at, sizeof(text) - at, "front_end_cpu=%d\n", strcmp(front, "cpu") == 0);
+    for (int i = 0; i < 9; i++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "memory.%s=%llu\n", mem[i], (unsigned long long)mv[i]);
+    at += (size_t)snprintf(text + at, sizeof(text) - at, "memory.above_soft_limit=%d\n", above);
+    for (int i = 0; i < 3; i++)
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "prof.%s=%llu\n", prof[i], (unsigned long long)pv[i]);
+    at += (size_t)snprintf(text + at, sizeof(text) - at, "prof.active=%d\n", prof_active);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, text, at) != (ssize_t)at || close(fd) != 0) {
         perror(path);
@@ -194,7 +285,7 @@ static void report(const char *path)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: stat_target pattern|rate|churn FILE\n");
+        fprintf(stderr, "usage: stat_target pattern|rate|churn|above FILE\n");
         return 2;
     }
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);   /* EINVAL without Yama: nothing to do */
@@ -251,6 +342,9 @@ int main(int argc, char **argv)
             abort();
     for (int i = 0; i < 4; i++)
         free_any(typed[i]);
+    hit_limits();
+    if (strcmp(argv[1], "above") == 0)
+        go_above_soft();
     report(argv[2]);
     pthread_t ch[3];
     int nch = 0;
@@ -269,9 +363,12 @@ int main(int argc, char **argv)
         pthread_create(&reader, NULL, read_stdin, NULL);
         struct timespec next;
         clock_gettime(CLOCK_MONOTONIC, &next);
+        size_t limit = (size_t)get("memory.limit");
         while (n + 200 <= sizeof(held) / sizeof(held[0])) {
             for (int i = 0; i < 200; i++)
                 held[n++] = malloc(256);
+            if (limit != 0)
+                fail_at_limit(limit);
             next.tv_nsec += 100 * 1000 * 1000;
             if (next.tv_nsec >= 1000000000) {
                 next.tv_nsec -= 1000000000;
@@ -296,5 +393,7 @@ int main(int argc, char **argv)
         free(big[i]);
     for (int i = 4; i < 8; i++)
         free_any(typed[i]);
+    for (size_t i = 0; i < nabove; i++)
+        free(above_blocks[i]);
     return 0;
 }
