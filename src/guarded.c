@@ -221,6 +221,21 @@ void *guarded_alloc(size_t size)
     return NULL;
 }
 
+/* glibc's first backtrace loads the unwinder with dlopen, which takes
+ * the loader's lock and allocates: done once the heap works (init's
+ * end), not at the first sample, which may run while another thread
+ * holds that lock (and whose allocations would land on the sampled
+ * thread's thread.allocated). */
+void guarded_prime(void)
+{
+    if (__atomic_load_n(&pool, __ATOMIC_ACQUIRE) == 0)
+        return;
+    void *one[2];
+    inside = true;
+    (void)backtrace(one, 2);
+    inside = false;
+}
+
 bool guarded_in_pool(const void *p)
 {
     uintptr_t base = __atomic_load_n(&pool, __ATOMIC_ACQUIRE);

@@ -34,6 +34,8 @@ bool guarded_due(unsigned weight);
 void *guarded_alloc(size_t size);
 /* Whether p points into the pool. Safe before init: false. */
 bool guarded_in_pool(const void *p);
+/* At init's end, when the pool exists: loads the unwinder (guarded.c). */
+void guarded_prime(void);
 /* Frees p (in the pool), recording the freeing stack; aborts naming
  * call if p is no live block of a slot. Returns its size (usable: exact). */
 size_t guarded_free(void *p, const char *call);

@@ -229,6 +229,7 @@ static bool init_locked(void)
     /* May allocate: only now that the heap works. */
     pthread_atfork(prefork, postfork_parent, postfork_child);
     prof_prime();   /* takes the loader's lock: not at a sample (prof.h) */
+    guarded_prime();
     if (opt.stats_print)
         atexit(stats_print_at_exit);
     if (prof_on && (opt.prof_final || opt.prof_leak))
