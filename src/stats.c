@@ -2,6 +2,7 @@
  * stats.c - snapshot and report (see stats.h).
  */
 #include "stats.h"
+#include "prof.h"
 #include "numa.h"
 #include "conf.h"
 #include "emitter.h"
@@ -409,6 +410,19 @@ static void print_memory_limit(emitter_t *em)
     em_obj_end(em);
 }
 
+/* The heap profile's counters (prof.h), read now; only with prof:true. */
+static void print_prof(emitter_t *em)
+{
+    if (!prof_on)
+        return;
+    em_obj_begin(em, "prof");
+    em_bool(em, "active", prof_active_get());
+    em_u64(em, "samples_total", prof_samples_total());
+    em_u64(em, "samples_live", prof_samples_live());
+    em_u64(em, "samples_dropped", prof_samples_dropped());
+    em_obj_end(em);
+}
+
 static void print_totals(emitter_t *em)
 {
     em_obj_begin(em, "totals");
@@ -423,6 +437,7 @@ static void print_totals(emitter_t *em)
     em_u64(em, "narenas", snap.narenas);
     em_obj_end(em);
     print_memory_limit(em);
+    print_prof(em);
     print_nodes(em);
 }
 
