@@ -697,8 +697,11 @@ static DPM_NOINLINE void *prof_front_alloc(unsigned c, size_t size)
     void *p = prof_counted(size, 1, 0, false);
     if (p != NULL)
         return thread_count_alloc_block(p);
-    if (!opt.numa && cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
-        return thread_count_alloc_block(cpu_handout(p));
+    uint64_t usable;   /* the bin's, as the inline sequence counts it (no page-map look-up) */
+    if (!opt.numa && cpu_cache_pop_usable(cpu_cache_table, c * sizeof(cpu_bin_t), &p, &usable)) {
+        thread_count_alloc(usable);
+        return cpu_handout(p);
+    }
     return cpu_front_miss(c, size);
 }
 
