@@ -1433,6 +1433,24 @@ size_t aligned_usable_impl(size_t size, size_t align)
     return arena_large_usable(size, 0);
 }
 
+/* What arena_block(a, size, align, ...) hands out (dpm_malloc_arena,
+ * and mallocx with MALLOCX_ARENA or MALLOCX_TCACHE_NONE): its own choice
+ * of class, past every cache, so no cached large class and no aligned
+ * slab beyond SMALL_MAX as aligned_at_impl has (nallocx; size > 0, align
+ * a power of two up to DPM_MAX_ALIGN, 0 taken as QUANTUM); 0 if it
+ * cannot be allocated. */
+size_t arena_usable_impl(size_t size, size_t align)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return 0;
+    if (align <= SMALL_MAX) {
+        unsigned c = align <= QUANTUM ? request_class(size) : request_class_aligned(size, align);
+        if (c < NSMALL)
+            return sc_size(c) - canary_bytes();
+    }
+    return arena_large_usable(size, 0);
+}
+
 /* xallocx: p resized in place only, to at least size and at most
  * size + extra bytes where the block allows; returns its usable bytes
  * afterwards. A slab block keeps its class; a large block is resized

@@ -168,6 +168,10 @@ DPM_EXPORT size_t nallocx(size_t size, int flags)
     xflags_t x = decode(flags);
     if (x.bad)
         return 0;
+    /* the same choice of path as xalloc's: the arena's bins and pages,
+     * or the caches */
+    if (x.arena >= 0 || x.no_cache)
+        return arena_usable_impl(nonzero(size), x.align > QUANTUM ? x.align : QUANTUM);
     return aligned_usable_impl(nonzero(size), x.align > QUANTUM ? x.align : 1);
 }
 

@@ -91,6 +91,36 @@ TEST(mallocx_align_and_nallocx)
 }
 
 /* a size no allocator serves, out of the compiler's sight */
+/* nallocx(s, f) == sallocx(mallocx(s, f)) for every size class boundary
+ * region, every alignment up to 1 MiB, and the flags that choose the
+ * path: the caches, or an arena's bins and pages (MALLOCX_ARENA,
+ * MALLOCX_TCACHE_NONE); a program sizes its writes by nallocx. */
+TEST(nallocx_sweep_all_paths)
+{
+    unsigned bad = 0;
+    for (size_t s = 1; s < ((size_t)1 << 22); s = s < 4096 ? s + 1 : s * 5 / 4)
+        for (int lg = 0; lg <= 20; lg++) {
+            const int fl[] = {MALLOCX_LG_ALIGN(lg), MALLOCX_LG_ALIGN(lg) | MALLOCX_ZERO,
+                              MALLOCX_LG_ALIGN(lg) | MALLOCX_TCACHE_NONE, MALLOCX_LG_ALIGN(lg) | MALLOCX_ARENA(0),
+                              MALLOCX_LG_ALIGN(lg) | MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE};
+            for (unsigned f = 0; f < JE_NELEMS(fl); f++) {
+                void *p = mallocx(s, fl[f]);
+                if (p == NULL) {
+                    TEST_FAIL("mallocx(%zu, %#x) failed", s, fl[f]);
+                    return;
+                }
+                size_t n = nallocx(s, fl[f]), u = sallocx(p, 0);
+                if (n != u && bad++ < 5)
+                    TEST_FAIL("size %zu lg_align %d flags %#x: nallocx %zu, sallocx %zu", s, lg, fl[f], n, u);
+                if (n == u)
+                    sdallocx(p, n, fl[f]);   /* legal with nallocx's size */
+                else
+                    dallocx(p, 0);
+            }
+        }
+    EXPECT_EQ_U(bad, 0);
+}
+
 static volatile size_t huge_size = SIZE_MAX - 4096;
 
 TEST(failures_set_errno)
@@ -552,6 +582,7 @@ int main(int argc, char **argv)
         return print_opts();
     RUN(flag_values);
     RUN(mallocx_align_and_nallocx);
+    RUN(nallocx_sweep_all_paths);
     RUN(failures_set_errno);
     RUN(zero_flag);
     RUN(rallocx_keeps_and_zeroes);
