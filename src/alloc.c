@@ -879,7 +879,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
         /* the usable size the caller had (a slack that realloc_general
          * gave back to the block since is not the caller's); free_fast
          * would take free_slow for it too (tag 0) */
-        thread_count_free(old_usable);
+        thread_count_free(unlikely(old_span->prof_sampled) ? prof_block_usable(old_span) : old_usable);
         if (size > old_usable)
             free_home(p, old_span, call);
         else
@@ -921,6 +921,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
      * growth takes the free run after it — and only moves if that fails
      * or the new size is a small one. */
     if (aligned && s->kind == SPAN_LARGE) {
+        /* what the thread's counters had for it: a sampled block's are its class's */
+        size_t counted_old = counted_usable(s);
         bool keep = size <= old && old - size <= size / 4;
         /* slack (large_cache.h): a growth into pages the block has
          * (small sizes too: a block that grows moves to a page run). No
@@ -937,8 +939,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
-            thread_count_free(old);
-            thread_count_alloc(s->usable);
+            thread_count_free(counted_old);
+            thread_count_alloc(counted_usable(s));
             return p;
         }
     }
@@ -1277,7 +1279,7 @@ static void *arena_block_counted(arena_t *a, size_t size, size_t align, bool zer
     void *p;
     if (unlikely(prof_on) && prof_samples_arena(a) && prof_tick(size) &&
         (p = prof_sampled_typed(a, size, align, 0, zero, type)) != NULL)
-        return p;
+        return thread_count_alloc_block(p);   /* its free subtracts it, as arena_block's */
     return arena_block(a, size, align, zero, type != 0, type);
 }
 
