@@ -552,6 +552,23 @@ TEST(malloc_conf_dialect)
     if (strstr(out, "narenas=3 tcache_max=65536 dirty=1234 muzzy=777 junk=1 tcache=0") == NULL ||
         strstr(out, "dpmalloc:") != NULL)
         TEST_FAIL("mapped names: %s", out);
+    /* lg_tcache_max past the bound of tcache_max (8 MiB), or no number:
+     * a warning, the default kept (never tcache_max:N bytes) */
+    run_opts("MALLOC_CONF=lg_tcache_max:23", out, sizeof out);
+    if (strstr(out, "tcache_max=8388608 ") == NULL || strstr(out, "dpmalloc:") != NULL)
+        TEST_FAIL("lg_tcache_max:23: %s", out);
+    run_opts("MALLOC_CONF=lg_tcache_max:48", out, sizeof out);
+    if (strstr(out, "tcache_max=4194304 ") == NULL ||
+        count_lines(out, "dpmalloc: bad value for option tcache_max:281474976710656 (ignored, default kept)\n") != 1)
+        TEST_FAIL("lg_tcache_max:48: %s", out);
+    run_opts("MALLOC_CONF=lg_tcache_max:100,narenas:2", out, sizeof out);
+    if (strstr(out, "narenas=2 tcache_max=4194304 ") == NULL ||
+        count_lines(out, "dpmalloc: bad value for option lg_tcache_max:100 (ignored, default kept)\n") != 1)
+        TEST_FAIL("lg_tcache_max:100: %s", out);
+    run_opts("MALLOC_CONF=lg_tcache_max:x", out, sizeof out);
+    if (strstr(out, "tcache_max=4194304 ") == NULL ||
+        count_lines(out, "dpmalloc: bad value for option lg_tcache_max:x (ignored, default kept)\n") != 1)
+        TEST_FAIL("lg_tcache_max:x: %s", out);
     run_opts("MALLOC_CONF=tcache_max:32768,muzzy_decay_ms:5,junk:false", out, sizeof out);
     if (strstr(out, "tcache_max=32768 dirty=10000 muzzy=5 junk=0") == NULL)
         TEST_FAIL("same names: %s", out);
