@@ -364,9 +364,30 @@ TEST(mib_errors)
     EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive.more", mib, &miblen), ENOENT);
     miblen = 8;
     EXPECT_EQ_I(mallctlnametomib("", mib, &miblen), ENOENT);
-    miblen = 3;   /* room for three of four components */
-    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", mib, &miblen), EINVAL);
+    /* room for fewer components than the name has: jemalloc's partial
+     * MIB of that many, completed by the caller */
+    size_t whole[8], wlen = 8;
+    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", whole, &wlen), 0);
+    size_t part[4] = {0, 0, 77, 77};
+    miblen = 2;
+    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", part, &miblen), 0);
+    EXPECT_EQ_U(miblen, 2);
+    EXPECT_EQ_U(part[0], whole[0]);
+    EXPECT_EQ_U(part[1], whole[1]);
+    EXPECT_EQ_U(part[2], 77);   /* nothing written past *miblenp */
+    part[2] = 0, part[3] = whole[3];
+    size_t pa = 0, pb = 1, plen = sizeof pa;
+    refresh();
+    EXPECT_EQ_I(mallctlbymib(part, 4, &pa, &plen, NULL, 0), 0);
+    EXPECT_EQ_I(mallctl("stats.arenas.0.pactive", &pb, &plen, NULL, 0), 0);
+    EXPECT_EQ_U(pa, pb);
+    miblen = 3;
+    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", mib, &miblen), 0);
     EXPECT_EQ_U(miblen, 3);
+    EXPECT_EQ_U(mib[2], 0);
+    miblen = 0;
+    EXPECT_EQ_I(mallctlnametomib("epoch", mib, &miblen), 0);
+    EXPECT_EQ_U(miblen, 0);
     EXPECT_EQ_I(mallctlnametomib(NULL, mib, &miblen), EINVAL);
     EXPECT_EQ_I(mallctlnametomib("epoch", NULL, &miblen), EINVAL);
     miblen = 8;
