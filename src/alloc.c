@@ -116,13 +116,14 @@ static DPM_NOINLINE void *prof_sampled_typed(arena_t *a, size_t size, size_t ali
     *err = saved;   /* no memory for the sample: the allocation goes on unsampled */
     if (p == NULL)
         return NULL;
-    span_t *s = span_of(p);
-    s->requested = size;
-    s->prof_class = (uint8_t)(c == PROF_NO_CLASS || sc_size(c) - canary_bytes() > s->usable ? 0 : c + 1);
     DPM_ANN_OPEN(p, size);
     if (unlikely(opt.junk) && !req.zero)
         memset(p, JUNK_ALLOC, size);
-    prof_record(span_of(p), size);
+    span_t *s = span_of(p);
+    s->requested = size;
+    prof_record(s, size);
+    /* after prof_record, which marks the span (and clears this) */
+    s->prof_class = (uint8_t)(c == PROF_NO_CLASS || sc_size(c) - canary_bytes() > s->usable ? 0 : c + 1);
     return p;
 }
 static void *prof_sampled(size_t size, size_t align, size_t off, bool zero)
