@@ -71,13 +71,47 @@ static void *large_block(arena_t *a, const large_request_t *req)
  * back its pages wholesale. */
 static bool prof_samples_arena(const arena_t *a) { return a != NULL && (!a->manual || a->node >= 0); }
 
+static size_t slot_bytes(size_t size);
+static unsigned request_class(size_t size);
+static unsigned request_class_aligned(size_t size, size_t align);
+
+#define PROF_NO_CLASS 0xffu
+/* The slab class (small, or an aligned slab's special bin) that the same
+ * request takes unsampled, by the choice of aligned_at_raw (the caches)
+ * or of arena_block_raw (arena_path: an arena's bins, past the caches);
+ * PROF_NO_CLASS for a page run, whose usable bytes a sampled run of the
+ * same size has too. */
+static unsigned prof_unsampled_class(size_t size, size_t align, size_t off, bool arena_path)
+{
+    unsigned c = PROF_NO_CLASS;
+    if (off != 0 || align <= QUANTUM) {
+        c = request_class(size);
+    } else if (arena_path) {
+        if (align <= SMALL_MAX)
+            c = request_class_aligned(size, align);
+    } else if (align <= PAGE) {
+        unsigned plain = request_class(size);
+        c = (sc_size(plain) & (align - 1)) == 0 ? plain : request_class_aligned(size, align);
+    } else if (align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
+        c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
+        if (c >= NSMALL && sc_size(c) <= SC_ALIGNED_SLAB_MAX && c < PROF_NO_CLASS)
+            return c;
+    }
+    return c < NSMALL ? c : PROF_NO_CLASS;
+}
+
 static DPM_NOINLINE void *prof_sampled_typed(arena_t *a, size_t size, size_t align, size_t off, bool zero,
-                                             uint16_t type)
+                                             uint16_t type, bool arena_path)
 {
     if (!prof_samples_arena(a) || size > ALLOC_MAX)
         return NULL;
     int *err = &errno, saved = *err;
-    large_request_t req = {.size = size, .align = align, .offset = off, .zero = zero || opt.zero, .type_id = type};
+    /* at least the bytes the same request has unsampled, which its
+     * usable size reports (nallocx's, sallocx's, xallocx's alike) */
+    unsigned c = prof_unsampled_class(size == 0 ? 1 : size, align, off, arena_path);
+    size_t want = c == PROF_NO_CLASS ? size : sc_size(c) - canary_bytes();
+    large_request_t req = {.size = want > size ? want : size, .align = align, .offset = off,
+                           .zero = zero || opt.zero, .type_id = type};
     void *p = large_block(a, &req);
     *err = saved;   /* no memory for the sample: the allocation goes on unsampled */
     if (p == NULL)
@@ -85,12 +119,16 @@ static DPM_NOINLINE void *prof_sampled_typed(arena_t *a, size_t size, size_t ali
     DPM_ANN_OPEN(p, size);
     if (unlikely(opt.junk) && !req.zero)
         memset(p, JUNK_ALLOC, size);
-    prof_record(span_of(p), size);
+    span_t *s = span_of(p);
+    s->requested = size;
+    prof_record(s, size);
+    /* after prof_record, which marks the span (and clears this) */
+    s->prof_class = (uint8_t)(c == PROF_NO_CLASS || sc_size(c) - canary_bytes() > s->usable ? 0 : c + 1);
     return p;
 }
 static void *prof_sampled(size_t size, size_t align, size_t off, bool zero)
 {
-    return prof_sampled_typed(thread_arena(), size, align, off, zero, 0);
+    return prof_sampled_typed(thread_arena(), size, align, off, zero, 0, false);
 }
 DPM_INLINE void *prof_counted(size_t size, size_t align, size_t off, bool zero)
 {
@@ -513,12 +551,12 @@ static void off_map_free(void *p, size_t promise, const char *call)
 }
 
 /* A block the heap profile sampled reports what the same request would
- * have had unsampled: a small one its class's bytes (dpm_good_size), not
- * its page run's. */
+ * have had unsampled (prof_unsampled_class, alignment and path included):
+ * a slab class's bytes (dpm_good_size, nallocx), not its page run's, which
+ * has at least those; after an in-place resize, its run's. */
 static DPM_NOINLINE size_t prof_block_usable(const span_t *s)
 {
-    unsigned c = request_class(s->requested);
-    return c < NSMALL && sc_size(c) - canary_bytes() <= s->usable ? sc_size(c) - canary_bytes() : span_usable(s);
+    return s->prof_class != 0 ? sc_size(s->prof_class - 1u) - canary_bytes() : span_usable(s);
 }
 
 /* The usable bytes thread.allocated and thread.deallocated count for a
@@ -882,7 +920,7 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
         /* the usable size the caller had (a slack that realloc_general
          * gave back to the block since is not the caller's); free_fast
          * would take free_slow for it too (tag 0) */
-        thread_count_free(old_usable);
+        thread_count_free(unlikely(old_span->prof_sampled) ? prof_block_usable(old_span) : old_usable);
         if (size > old_usable)
             free_home(p, old_span, call);
         else
@@ -924,6 +962,8 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
      * growth takes the free run after it — and only moves if that fails
      * or the new size is a small one. */
     if (aligned && s->kind == SPAN_LARGE) {
+        /* what the thread's counters had for it: a sampled block's are its class's */
+        size_t counted_old = counted_usable(s);
         bool keep = size <= old && old - size <= size / 4;
         /* slack (large_cache.h): a growth into pages the block has
          * (small sizes too: a block that grows moves to a page run). No
@@ -935,13 +975,14 @@ static DPM_NOINLINE void *realloc_general(void *p, span_t *s, size_t size, size_
         if (keep) {
             s->grew |= size > old;
             s->requested = size;
+            s->prof_class = 0;   /* a sampled block reports its run's bytes from here */
             if (unlikely(prof_on))
                 prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
             if (!into_slack && unlikely(opt.zero) && s->usable > old)
                 memset((char *)p + old, 0, s->usable - old);   /* pages it grew into */
-            thread_count_free(old);
-            thread_count_alloc(s->usable);
+            thread_count_free(counted_old);
+            thread_count_alloc(counted_usable(s));
             return p;
         }
     }
@@ -980,6 +1021,7 @@ DPM_INLINE void *realloc_checked(void *p, size_t size, size_t align, const char 
             DPM_ANN_REALLOC_BEGIN(p);
             s->grew = 1;
             s->requested = size;
+            s->prof_class = 0;   /* a sampled block reports its run's bytes from here */
             if (unlikely(prof_on))
                 prof_resized(s, size);
             DPM_ANN_OPEN_RANGE(p, old, s->usable);
@@ -1279,8 +1321,8 @@ static void *arena_block_counted(arena_t *a, size_t size, size_t align, bool zer
 {
     void *p;
     if (unlikely(prof_on) && prof_samples_arena(a) && prof_tick(size) &&
-        (p = prof_sampled_typed(a, size, align, 0, zero, type)) != NULL)
-        return p;
+        (p = prof_sampled_typed(a, size, align, 0, zero, type, true)) != NULL)
+        return thread_count_alloc_block(p);   /* its free subtracts it, as arena_block's */
     return arena_block(a, size, align, zero, type != 0, type);
 }
 
@@ -1436,6 +1478,24 @@ size_t aligned_usable_impl(size_t size, size_t align)
     return arena_large_usable(size, 0);
 }
 
+/* What arena_block(a, size, align, ...) hands out (dpm_malloc_arena,
+ * and mallocx with MALLOCX_ARENA or MALLOCX_TCACHE_NONE): its own choice
+ * of class, past every cache, so no cached large class and no aligned
+ * slab beyond SMALL_MAX as aligned_at_impl has (nallocx; size > 0, align
+ * a power of two up to DPM_MAX_ALIGN, 0 taken as QUANTUM); 0 if it
+ * cannot be allocated. */
+size_t arena_usable_impl(size_t size, size_t align)
+{
+    if (unlikely(!dpm_ready()) || unlikely(size > ALLOC_MAX))
+        return 0;
+    if (align <= SMALL_MAX) {
+        unsigned c = align <= QUANTUM ? request_class(size) : request_class_aligned(size, align);
+        if (c < NSMALL)
+            return sc_size(c) - canary_bytes();
+    }
+    return arena_large_usable(size, 0);
+}
+
 /* xallocx: p resized in place only, to at least size and at most
  * size + extra bytes where the block allows; returns its usable bytes
  * afterwards. A slab block keeps its class; a large block is resized
@@ -1446,32 +1506,40 @@ size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call
         return off_map_usable(p, call);
     span_t *s = checked_span(p, call);
     check_not_cached(p, s, call, "use after free of");
-    size_t old = span_usable(s);
-    if (s->kind != SPAN_LARGE || (uintptr_t)p != s->base || size > ALLOC_MAX)
+    /* a sampled block: the usable bytes sallocx reports (its class's)
+     * until a resize makes it its run's */
+    size_t old = counted_usable(s);
+    /* a sampled block with a slab class's bytes keeps them, as the slab
+     * block it stands for would */
+    if (s->kind != SPAN_LARGE || (s->prof_sampled && s->prof_class != 0) || (uintptr_t)p != s->base ||
+        size > ALLOC_MAX)
         return old;
     size_t most = extra > ALLOC_MAX - size ? ALLOC_MAX : size + extra;
     if (old >= size && old <= most)
         return old;
+    size_t run_old = span_usable(s);
     /* the slack a large cache keeps for a growing block serves first (or
      * goes back to the block), as in realloc; then the largest the caller
      * takes, then the least it needs */
     bool done = large_cache_slack_resize(s, most) && s->usable >= size;
     if (!done && most > SMALL_MAX)
         done = arena_resize_large_in_place(s, most, true);
-    if (!done && size > SMALL_MAX && old < size)
+    if (!done && size > SMALL_MAX && run_old < size)
         done = arena_resize_large_in_place(s, size, true);
     if (done) {
-        s->grew |= s->usable > old;
+        s->grew |= s->usable > run_old;
         s->requested = size;   /* a sized free may name any size from here up to usable */
+        s->prof_class = 0;
     }
-    DPM_ANN_OPEN_RANGE(p, old, s->usable);
-    if (unlikely(opt.zero) && s->usable > old)
-        memset((char *)p + old, 0, s->usable - old);
-    if (s->usable != old) {   /* a resize counts both sizes, as jemalloc's xallocx */
+    DPM_ANN_OPEN_RANGE(p, run_old, s->usable);
+    if (unlikely(opt.zero) && s->usable > run_old)
+        memset((char *)p + run_old, 0, s->usable - run_old);
+    size_t now = counted_usable(s);
+    if (now != old) {   /* a resize counts both sizes, as jemalloc's xallocx */
         thread_count_free(old);
-        thread_count_alloc(s->usable);
+        thread_count_alloc(now);
     }
-    return s->usable;
+    return now;
 }
 
 /* realloc at an alignment, naming call (rallocx). */
@@ -1728,8 +1796,10 @@ DPM_EXPORT void *dpm_realloc_socket(void *p, size_t size, size_t align, int sock
     size_t al = align == 0 ? QUANTUM : align;
     if (s->arena == a && old >= size && (al & (al - 1)) == 0 && ((uintptr_t)p & (al - 1)) == 0 &&
         (!opt.secure || request_could_make(s, size))) {
-        if (s->kind == SPAN_LARGE)
+        if (s->kind == SPAN_LARGE) {
             s->requested = size;   /* what a sized free of it promises now */
+            s->prof_class = 0;     /* a sampled block: its run's bytes from here */
+        }
         DPM_ANN_REALLOC_BEGIN(p);   /* records the old size, for the resize */
         DPM_ANN_REALLOC_DONE(p, p, size);
         return p;

@@ -78,9 +78,11 @@ void free_sized_impl(void *p, size_t size, const char *call);
  * annotated (DPM_ANN_ALLOC) as an entry point's. */
 void *heap_alloc_impl(arena_t *a, uint16_t type, size_t size, size_t align, bool zero);
 /* For the jemalloc API (jemalloc_api.c): nallocx's usable size of an
- * aligned request, xallocx's in-place resize (returns the usable size
+ * aligned request through the caches (aligned_usable_impl) or past them
+ * from an arena (arena_usable_impl), xallocx's in-place resize (returns the usable size
  * after it), rallocx's aligned realloc naming the call. */
 size_t aligned_usable_impl(size_t size, size_t align);
+size_t arena_usable_impl(size_t size, size_t align);
 size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call);
 void *realloc_aligned_impl(void *p, size_t size, size_t align, const char *call);
 /* The CPU cache's pop failed (an empty bin, a locked cache, or a thread

@@ -95,20 +95,26 @@ static void translate(const char *k, size_t klen, const char *v, size_t vlen, bo
         join(out, room, "junk", 4, "true", 4, true);
         return;
     }
-    /* lg_tcache_max: log2 of tcache_max (a bad N is conf_parse's bad value) */
-    if (is(k, klen, "lg_tcache_max") && has_v && vlen > 0 && vlen <= 2 && v[0] >= '0' && v[0] <= '9' &&
-        (vlen == 1 || (v[1] >= '0' && v[1] <= '9'))) {
-        unsigned lg = (unsigned)(v[0] - '0');
-        if (vlen == 2)
-            lg = lg * 10 + (unsigned)(v[1] - '0');
-        if (lg < 48) {
+    /* lg_tcache_max: log2 of tcache_max. N up to 62 becomes tcache_max:2^N,
+     * which conf_parse bounds as it bounds tcache_max itself (its usual
+     * warning above 8 MiB, default kept); any other value is this name's
+     * bad value, never tcache_max:N bytes. */
+    if (is(k, klen, "lg_tcache_max")) {
+        unsigned lg = 0;
+        bool ok = has_v && vlen > 0 && vlen <= 2;
+        for (size_t i = 0; ok && i < vlen; i++) {
+            ok = v[i] >= '0' && v[i] <= '9';
+            lg = lg * 10 + (unsigned)(v[i] - '0');
+        }
+        if (ok && lg <= 62) {
             decimal(num, 1ull << lg);
             join(out, room, "tcache_max", 10, num, strlen(num), true);
             return;
         }
-    }
-    if (is(k, klen, "lg_tcache_max")) {
-        join(out, room, "tcache_max", 10, v, vlen, has_v);
+        char line[160];
+        if (!join(line, sizeof(line), k, klen, v, vlen, has_v))
+            join(line, sizeof(line), k, klen, NULL, 0, false);
+        dpm_warn3("bad value for option ", line, " (ignored, default kept)");
         return;
     }
     const char *dpm = is(k, klen, "junk") ? "junk" : NULL;

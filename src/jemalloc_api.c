@@ -168,6 +168,10 @@ DPM_EXPORT size_t nallocx(size_t size, int flags)
     xflags_t x = decode(flags);
     if (x.bad)
         return 0;
+    /* the same choice of path as xalloc's: the arena's bins and pages,
+     * or the caches */
+    if (x.arena >= 0 || x.no_cache)
+        return arena_usable_impl(nonzero(size), x.align > QUANTUM ? x.align : QUANTUM);
     return aligned_usable_impl(nonzero(size), x.align > QUANTUM ? x.align : 1);
 }
 
@@ -273,8 +277,15 @@ DPM_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
     if (!dpm_ready())
         return EAGAIN;
     pthread_once(&words_once, build_words);
+    /* as jemalloc's: a *miblenp shorter than the name gives a partial MIB
+     * of its first *miblenp components (the rest not looked at), to be
+     * completed by the caller */
     size_t mib[MIB_MAX_DEPTH], k = 0;
     for (const char *s = name;; k++) {
+        if (k == *miblenp) {
+            memcpy(mibp, mib, k * sizeof(size_t));
+            return 0;
+        }
         size_t len = component_len(s);
         if (k == MIB_MAX_DEPTH)
             return ENOENT;
@@ -294,8 +305,6 @@ DPM_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
             break;
         s += len + 1;
     }
-    if (k + 1 > *miblenp)
-        return EINVAL;
     memcpy(mibp, mib, (k + 1) * sizeof(size_t));
     *miblenp = k + 1;
     return 0;

@@ -323,6 +323,7 @@ void prof_record(span_t *s, size_t size)
     *slot = b;
     __atomic_add_fetch(&samples_total, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&samples_live, 1, __ATOMIC_RELAXED);
+    s->prof_class = 0;   /* its run's usable bytes unless its sampler says otherwise (alloc.c) */
     s->prof_sampled = 1;
     mutex_unlock(&prof_lock);
 }

@@ -117,6 +117,8 @@ typedef struct span {
     uint16_t type_id;        /* typed large blocks: their type tag */
     uint8_t parked;          /* freed into a CPU's large cache (large_cache.h) */
     uint8_t grew;            /* realloc grew it: cached whole when freed (large_cache.h) */
+    uint8_t prof_class;      /* prof_sampled: 1 + the slab class the same request would have
+                                had unsampled, whose usable bytes it reports (0: its run's) */
     /* Live large blocks: the CPU's large cache whose budget holds the
      * block's slack, its pages past `usable` (kept for realloc to grow
      * into, large_cache.h), or NULL. Written under that cache's lock,

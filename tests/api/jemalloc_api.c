@@ -91,6 +91,36 @@ TEST(mallocx_align_and_nallocx)
 }
 
 /* a size no allocator serves, out of the compiler's sight */
+/* nallocx(s, f) == sallocx(mallocx(s, f)) for every size class boundary
+ * region, every alignment up to 1 MiB, and the flags that choose the
+ * path: the caches, or an arena's bins and pages (MALLOCX_ARENA,
+ * MALLOCX_TCACHE_NONE); a program sizes its writes by nallocx. */
+TEST(nallocx_sweep_all_paths)
+{
+    unsigned bad = 0;
+    for (size_t s = 1; s < ((size_t)1 << 22); s = s < 4096 ? s + 1 : s * 5 / 4)
+        for (int lg = 0; lg <= 20; lg++) {
+            const int fl[] = {MALLOCX_LG_ALIGN(lg), MALLOCX_LG_ALIGN(lg) | MALLOCX_ZERO,
+                              MALLOCX_LG_ALIGN(lg) | MALLOCX_TCACHE_NONE, MALLOCX_LG_ALIGN(lg) | MALLOCX_ARENA(0),
+                              MALLOCX_LG_ALIGN(lg) | MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE};
+            for (unsigned f = 0; f < JE_NELEMS(fl); f++) {
+                void *p = mallocx(s, fl[f]);
+                if (p == NULL) {
+                    TEST_FAIL("mallocx(%zu, %#x) failed", s, fl[f]);
+                    return;
+                }
+                size_t n = nallocx(s, fl[f]), u = sallocx(p, 0);
+                if (n != u && bad++ < 5)
+                    TEST_FAIL("size %zu lg_align %d flags %#x: nallocx %zu, sallocx %zu", s, lg, fl[f], n, u);
+                if (n == u)
+                    sdallocx(p, n, fl[f]);   /* legal with nallocx's size */
+                else
+                    dallocx(p, 0);
+            }
+        }
+    EXPECT_EQ_U(bad, 0);
+}
+
 static volatile size_t huge_size = SIZE_MAX - 4096;
 
 TEST(failures_set_errno)
@@ -334,9 +364,30 @@ TEST(mib_errors)
     EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive.more", mib, &miblen), ENOENT);
     miblen = 8;
     EXPECT_EQ_I(mallctlnametomib("", mib, &miblen), ENOENT);
-    miblen = 3;   /* room for three of four components */
-    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", mib, &miblen), EINVAL);
+    /* room for fewer components than the name has: jemalloc's partial
+     * MIB of that many, completed by the caller */
+    size_t whole[8], wlen = 8;
+    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", whole, &wlen), 0);
+    size_t part[4] = {0, 0, 77, 77};
+    miblen = 2;
+    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", part, &miblen), 0);
+    EXPECT_EQ_U(miblen, 2);
+    EXPECT_EQ_U(part[0], whole[0]);
+    EXPECT_EQ_U(part[1], whole[1]);
+    EXPECT_EQ_U(part[2], 77);   /* nothing written past *miblenp */
+    part[2] = 0, part[3] = whole[3];
+    size_t pa = 0, pb = 1, plen = sizeof pa;
+    refresh();
+    EXPECT_EQ_I(mallctlbymib(part, 4, &pa, &plen, NULL, 0), 0);
+    EXPECT_EQ_I(mallctl("stats.arenas.0.pactive", &pb, &plen, NULL, 0), 0);
+    EXPECT_EQ_U(pa, pb);
+    miblen = 3;
+    EXPECT_EQ_I(mallctlnametomib("stats.arenas.0.pactive", mib, &miblen), 0);
     EXPECT_EQ_U(miblen, 3);
+    EXPECT_EQ_U(mib[2], 0);
+    miblen = 0;
+    EXPECT_EQ_I(mallctlnametomib("epoch", mib, &miblen), 0);
+    EXPECT_EQ_U(miblen, 0);
     EXPECT_EQ_I(mallctlnametomib(NULL, mib, &miblen), EINVAL);
     EXPECT_EQ_I(mallctlnametomib("epoch", NULL, &miblen), EINVAL);
     miblen = 8;
@@ -522,6 +573,23 @@ TEST(malloc_conf_dialect)
     if (strstr(out, "narenas=3 tcache_max=65536 dirty=1234 muzzy=777 junk=1 tcache=0") == NULL ||
         strstr(out, "dpmalloc:") != NULL)
         TEST_FAIL("mapped names: %s", out);
+    /* lg_tcache_max past the bound of tcache_max (8 MiB), or no number:
+     * a warning, the default kept (never tcache_max:N bytes) */
+    run_opts("MALLOC_CONF=lg_tcache_max:23", out, sizeof out);
+    if (strstr(out, "tcache_max=8388608 ") == NULL || strstr(out, "dpmalloc:") != NULL)
+        TEST_FAIL("lg_tcache_max:23: %s", out);
+    run_opts("MALLOC_CONF=lg_tcache_max:48", out, sizeof out);
+    if (strstr(out, "tcache_max=4194304 ") == NULL ||
+        count_lines(out, "dpmalloc: bad value for option tcache_max:281474976710656 (ignored, default kept)\n") != 1)
+        TEST_FAIL("lg_tcache_max:48: %s", out);
+    run_opts("MALLOC_CONF=lg_tcache_max:100,narenas:2", out, sizeof out);
+    if (strstr(out, "narenas=2 tcache_max=4194304 ") == NULL ||
+        count_lines(out, "dpmalloc: bad value for option lg_tcache_max:100 (ignored, default kept)\n") != 1)
+        TEST_FAIL("lg_tcache_max:100: %s", out);
+    run_opts("MALLOC_CONF=lg_tcache_max:x", out, sizeof out);
+    if (strstr(out, "tcache_max=4194304 ") == NULL ||
+        count_lines(out, "dpmalloc: bad value for option lg_tcache_max:x (ignored, default kept)\n") != 1)
+        TEST_FAIL("lg_tcache_max:x: %s", out);
     run_opts("MALLOC_CONF=tcache_max:32768,muzzy_decay_ms:5,junk:false", out, sizeof out);
     if (strstr(out, "tcache_max=32768 dirty=10000 muzzy=5 junk=0") == NULL)
         TEST_FAIL("same names: %s", out);
@@ -552,6 +620,7 @@ int main(int argc, char **argv)
         return print_opts();
     RUN(flag_values);
     RUN(mallocx_align_and_nallocx);
+    RUN(nallocx_sweep_all_paths);
     RUN(failures_set_errno);
     RUN(zero_flag);
     RUN(rallocx_keeps_and_zeroes);

@@ -181,6 +181,36 @@ TEST(realloc_counts_both)
     free(big);
 }
 
+/* One block's sizes agree: nallocx before, sallocx, malloc_usable_size
+ * and an xallocx that asks for nothing more after, for every path
+ * (caches, arena, no cache) and alignment; under prof:true,
+ * lg_prof_sample:0 (api_thread_allocated_prof) every block is a sampled
+ * page run that reports what it would have had unsampled. */
+TEST(sampled_sizes_agree)
+{
+    static const size_t sz[] = {1, 7, 17, 100, 1000, 3000, 4000, 9000, 14336, 20000, 70000};
+    unsigned bad = 0;
+    for (unsigned i = 0; i < sizeof sz / sizeof sz[0]; i++)
+        for (int lg = 0; lg <= 17; lg++) {
+            const int fl[] = {MALLOCX_LG_ALIGN(lg), MALLOCX_LG_ALIGN(lg) | MALLOCX_TCACHE_NONE,
+                              MALLOCX_LG_ALIGN(lg) | MALLOCX_ARENA(0)};
+            for (unsigned f = 0; f < 3; f++) {
+                size_t n = nallocx(sz[i], fl[f]);
+                void *p = mallocx(sz[i], fl[f]);
+                EXPECT_NONNULL(p);
+                if (p == NULL)
+                    return;
+                size_t u = sallocx(p, 0), m = malloc_usable_size(p), x = xallocx(p, sz[i], 0, 0);
+                if ((n != u || m != u || x != u) && bad++ < 5)
+                    TEST_FAIL("size %zu lg %d flags %#x: nallocx %zu sallocx %zu usable %zu xallocx %zu", sz[i], lg,
+                              fl[f], n, u, m, x);
+                memset(p, 1, u);
+                sdallocx(p, n == u ? n : sz[i], fl[f]);
+            }
+        }
+    EXPECT_EQ_U(bad, 0);
+}
+
 /* blocks freed by another thread count there */
 static void *freer(void *arg)
 {
@@ -228,5 +258,6 @@ int main(void)
     RUN(every_entry_point);
     RUN(realloc_counts_both);
     RUN(cross_thread);
+    RUN(sampled_sizes_agree);
     return test_done();
 }
