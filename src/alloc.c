@@ -1386,8 +1386,8 @@ static bool promise_holds(const span_t *s, size_t size)
 {
     if (unlikely(opt.secure))
         return request_could_make(s, size);
-    if (s->kind == SPAN_LARGE)
-        return size >= s->requested && size <= s->usable;
+    if (s->kind == SPAN_LARGE)   /* (a sampled block: what it reports, prof.h) */
+        return size >= s->requested && size <= (unlikely(s->prof_sampled) ? counted_usable(s) : s->usable);
     return size <= s->objsize;
 }
 
