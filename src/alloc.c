@@ -51,6 +51,7 @@ static void *fail_nomem(void)
 static void *large_block(arena_t *a, const large_request_t *req)
 {
     memlimit_refused_clear();
+    int *err = &errno, saved = *err;   /* a retry that succeeds leaves errno as it was */
     void *p = arena_alloc_large(a, req);
     if (unlikely(p == NULL) && unlikely(opt.secure) && quarantine_drain("malloc") != 0)
         p = arena_alloc_large(a, req);
@@ -60,6 +61,8 @@ static void *large_block(arena_t *a, const large_request_t *req)
         if (p == NULL && memlimit_refused_take())
             memlimit_count_failure();
     }
+    if (p != NULL)
+        *err = saved;
     memlimit_soft_drain_if_due();
     return p;
 }

@@ -1111,6 +1111,20 @@ static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms)
 
 size_t arena_purge_all(arena_t *a) { return arena_decay_now(a, true); }
 
+void arenas_no_thp(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE) || a->ph.options.sourced)
+            continue;
+        mutex_lock(&a->lock);
+        if (!__atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE))
+            ph_no_thp(&a->ph);
+        mutex_unlock(&a->lock);
+    }
+}
+
 void arenas_release_free_memory(void)
 {
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
@@ -1278,8 +1292,9 @@ static void purge_taken_runs(arena_t *a, purge_batch_t *b)
     mutex_unlock(&a->purge_lock);
 }
 
-void arena_free_large(span_t *s)
+static void free_large(span_t *s, bool discarded)
 {
+    size_t uncharged = s->npages - s->guarded;
     if (unlikely(s->guarded)) {
         /* its pages go back to the heap usable, or not at all */
         if (!os_commit((void *)guard_page(s), PAGE))
@@ -1289,7 +1304,7 @@ void arena_free_large(span_t *s)
     }
     arena_t *a = s->arena;
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);   /* mallopt may set it */
-    bool oversize = threshold != 0 && span_bytes(s) >= threshold;
+    bool oversize = !discarded && threshold != 0 && span_bytes(s) >= threshold;
     purge_batch_t batch;
     bool purge_now = false;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
@@ -1298,7 +1313,7 @@ void arena_free_large(span_t *s)
     ls->live_bytes -= s->usable;
     type_count_free(s->type_id, s->usable);
     arena_clock_refresh(a);
-    span_t *run = ph_free(&a->ph, s, a->clock_ns);
+    span_t *run = discarded ? ph_free_clean(&a->ph, s, a->clock_ns, uncharged) : ph_free(&a->ph, s, a->clock_ns);
     if (oversize)
         purge_now = take_run_for_purge(a, run, 0, &batch);
     arena_after_free(a);
@@ -1307,6 +1322,10 @@ void arena_free_large(span_t *s)
         purge_taken_runs(a, &batch);
     arena_purge_if_due(a);
 }
+
+void arena_free_large(span_t *s) { free_large(s, false); }
+
+void arena_free_large_discarded(span_t *s) { free_large(s, true); }
 
 /* A live block's bytes went from before (class class_before) to after:
  * its class follows, and the per-class and per-type statistics move with

@@ -497,6 +497,9 @@ static int h_memory_limit(const ctl_call_t *c, const void *arg)
         memlimit_soft_drain_if_due();
     } else {
         memlimit_set(v);
+        /* segments mapped before the limit lose THP too (pages.c) */
+        if (v != 0 && old == 0)
+            arenas_no_thp();
         if (v != 0 && memlimit_charged() > v)
             memlimit_reclaim();
     }

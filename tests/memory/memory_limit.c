@@ -48,7 +48,17 @@
  *   memory_limit_mb:48,memory_soft_limit_mb:32): the options set the
  *   limits at start and an allocation loop ends in ENOMEM below 48 MiB.
  *
- * usage: test_memory_limit [conf]
+ * - errno_after_reclaim: 3 MiB mallocs refused at the limit and served
+ *   after its reclaim leave errno 0;
+ * - argv[1] == "secure" (secure:true): secure_quarantine, 20 rounds of
+ *   4 MiB blocks to a limit 64 MiB up and freed into the quarantine keep
+ *   stats.memory.peak within the limit plus 4 MiB;
+ * - argv[1] == "thp" (thp:always; skipped, 77, where THP is off): thp_off,
+ *   under a hard limit 64 touched 2 MiB-aligned 4 KiB blocks (mapped
+ *   before the limit) and 40 manual arenas' first blocks grow RSS by less
+ *   than 16 and 24 MiB (one huge page each would be 128 and 80).
+ *
+ * usage: test_memory_limit [conf|secure|thp]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -637,8 +647,128 @@ TEST(conf)
     EXPECT_GE_U(CTL_U64("stats.memory.soft_limit_passes"), 1);
 }
 
+/* F5: a large malloc refused at the limit and served after the reclaim
+ * leaves errno as it was. Every other 1 MiB block of a heap filled to the
+ * limit is freed: the holes stay dirty (charged, no decay in 10 s) and no
+ * 3 MiB request fits one, so each is refused first, then served from the
+ * pages the reclaim purged. */
+TEST(errno_after_reclaim)
+{
+    size_t base = charged();
+    set_limit(base + 32 * MiB);
+    static void *b[40], *big[4];
+    unsigned k = 0;
+    while (k < 40 && (b[k] = malloc(MiB)) != NULL)
+        memset(b[k++], 1, MiB);
+    EXPECT(k >= 16 && k < 40, "%u blocks", k);
+    for (unsigned i = 0; i < k; i += 2)
+        free(b[i]);
+    uint64_t reclaims = CTL_U64("stats.memory.limit_reclaims");
+    unsigned served = 0, leaked = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        errno = 0;
+        void *volatile p = malloc(3 * MiB + i * 4096);
+        if (p == NULL)
+            break;
+        served++;
+        leaked += errno != 0;
+        memset(p, 1, 4096);
+        big[i] = p;
+    }
+    EXPECT_EQ_U(served, 4);
+    EXPECT_GE_U(CTL_U64("stats.memory.limit_reclaims"), reclaims + 1);   /* they went through the reclaim */
+    EXPECT_EQ_U(leaked, 0);
+    for (unsigned i = 0; i < served; i++)
+        free(big[i]);
+    for (unsigned i = 1; i < k; i += 2)
+        free(b[i]);
+    set_limit(0);
+}
+
+/* F2 (DPMALLOC_CONF secure:true): large blocks parked in the quarantine
+ * leave the charge; coming home they are filed clean, never charged
+ * unchecked, so rounds of 4 MiB blocks to the limit and freed keep the
+ * peak within the limit plus the metadata bound. */
+TEST(secure_quarantine)
+{
+    size_t lim = charged() + 64 * MiB;
+    set_limit(lim);
+    EXPECT_EQ_I(ctl_set("memory.peak_reset", NULL, 0), 0);
+    for (unsigned round = 0; round < 20; round++) {
+        static void *q[64];
+        unsigned k = 0;
+        while (k < 64 && (q[k] = malloc(4 * MiB)) != NULL)
+            memset(q[k++], 1, 4 * MiB);
+        EXPECT(k >= 8 && k < 64, "round %u: %u blocks", round, k);
+        for (unsigned i = 0; i < k; i++)
+            free(q[i]);
+    }
+    size_t peak = CTL_SIZE("stats.memory.peak");
+    EXPECT(peak <= lim + 4 * MiB, "peak %zu MiB, limit %zu MiB", peak / MiB, lim / MiB);
+    check_heap();
+    set_limit(0);
+}
+
+/* THP can be asked for here: the system's setting is not "never" */
+static bool thp_available(void)
+{
+    char buf[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f == NULL)
+        return false;
+    bool ok = fgets(buf, sizeof buf, f) != NULL && strstr(buf, "[never]") == NULL;
+    fclose(f);
+    return ok;
+}
+
+/* F1 (DPMALLOC_CONF thp:always): under a hard limit no segment of the
+ * heap gets transparent huge pages, so RSS follows the charge: 64
+ * 2 MiB-aligned 4 KiB blocks mapped before the limit was set and touched
+ * after it, then one 64-byte block in each of 40 manual arenas made under
+ * it, add far less than one huge page each to RSS. */
+TEST(thp_off)
+{
+    size_t rss0 = rss_bytes();
+    static void *b[64];
+    for (unsigned i = 0; i < 64; i++)
+        EXPECT_NONNULL(b[i] = aligned_alloc(2 * MiB, 4096));
+    set_limit(charged() + 64 * MiB);
+    for (unsigned i = 0; i < 64; i++)
+        if (b[i] != NULL)
+            memset(b[i], 1, 4096);
+    size_t rss1 = rss_bytes();
+    EXPECT(rss1 < rss0 + 16 * MiB, "blocks mapped before the limit: RSS grew by %zu MiB", (rss1 - rss0) / MiB);
+    for (unsigned i = 0; i < 40; i++) {
+        unsigned a = 0;
+        size_t len = sizeof a;
+        EXPECT_EQ_I(dpm_ctl("arenas.create", &a, &len, NULL, 0), 0);
+        char *volatile p = dpm_malloc_arena(a, 64, 0);
+        EXPECT_NONNULL(p);
+        if (p != NULL)
+            memset(p, 1, 64);
+    }
+    size_t rss2 = rss_bytes();
+    EXPECT(rss2 < rss1 + 24 * MiB, "40 arenas under the limit: RSS grew by %zu MiB", (rss2 - rss1) / MiB);
+    EXPECT_LE_U(charged(), CTL_SIZE("memory.limit"));
+    for (unsigned i = 0; i < 64; i++)
+        free(b[i]);
+    set_limit(0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "thp") == 0) {
+        if (!thp_available()) {
+            printf("SKIP: transparent huge pages unavailable\n");
+            return 77;
+        }
+        RUN(thp_off);
+        return test_done();
+    }
+    if (argc > 1 && strcmp(argv[1], "secure") == 0) {
+        RUN(secure_quarantine);
+        return test_done();
+    }
     if (argc > 1 && strcmp(argv[1], "conf") == 0) {
         RUN(conf);
         return test_done();
@@ -652,5 +782,6 @@ int main(int argc, char **argv)
     RUN(charge_and_reserve);
     RUN(churn);
     RUN(stats_output);
+    RUN(errno_after_reclaim);
     return test_done();
 }
