@@ -161,7 +161,10 @@ static void arena_fresh_state(arena_t *a, const char *name, bool reused, const p
 
 static arena_t *arena_create(unsigned index, bool manual, const char *name, const page_source_t *src, int node)
 {
-    arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
+    /* a manual arena's descriptor is metadata a caller can be refused:
+     * arenas.create fails at the memory limit (ENOMEM) rather than the
+     * descriptors growing the charge past it unchecked */
+    arena_t *a = manual ? base_alloc_checked(sizeof(arena_t), CACHELINE) : base_alloc(sizeof(arena_t), CACHELINE);
     if (a == NULL)
         return NULL;
     mutex_init(&a->lock);

@@ -50,6 +50,9 @@
  *
  * - errno_after_reclaim: 3 MiB mallocs refused at the limit and served
  *   after its reclaim leave errno 0;
+ * - arenas_create_at_limit (child): arenas.create under a limit 8 MiB up
+ *   ends in ENOMEM with stats.memory.peak never past the limit, and
+ *   works again with the limit off;
  * - argv[1] == "secure" (secure:true): secure_quarantine, 20 rounds of
  *   4 MiB blocks to a limit 64 MiB up and freed into the quarantine keep
  *   stats.memory.peak within the limit plus 4 MiB;
@@ -709,6 +712,47 @@ TEST(secure_quarantine)
     set_limit(0);
 }
 
+/* F3 (child: the arenas it makes stay): arenas.create at the memory
+ * limit fails with ENOMEM, its descriptors never take the charge past the
+ * limit, and it works again once the limit is off. */
+static int arenas_child(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);
+    size_t limit = charged() + 8 * MiB;
+    if (ctl_set("memory.limit", &limit, sizeof limit) != 0 || ctl_set("memory.peak_reset", NULL, 0) != 0)
+        return 2;
+    unsigned made = 0;
+    int err = 0;
+    while (made < 2000) {
+        unsigned a;
+        size_t len = sizeof a;
+        if ((err = dpm_ctl("arenas.create", &a, &len, NULL, 0)) != 0)
+            break;
+        made++;
+    }
+    size_t peak = CTL_SIZE("stats.memory.peak");
+    if (err != ENOMEM || made == 0 || peak > limit) {
+        fprintf(stderr, "%u arenas, then %d; peak %zu KiB, limit %zu KiB\n", made, err, peak >> 10, limit >> 10);
+        return 3;
+    }
+    size_t off = 0;
+    unsigned a;
+    size_t len = sizeof a;
+    if (ctl_set("memory.limit", &off, sizeof off) != 0 || dpm_ctl("arenas.create", &a, &len, NULL, 0) != 0)
+        return 4;
+    return 0;
+}
+
+TEST(arenas_create_at_limit)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(arenas_child, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+}
+
 /* THP can be asked for here: the system's setting is not "never" */
 static bool thp_available(void)
 {
@@ -783,5 +827,6 @@ int main(int argc, char **argv)
     RUN(churn);
     RUN(stats_output);
     RUN(errno_after_reclaim);
+    RUN(arenas_create_at_limit);
     return test_done();
 }
