@@ -597,9 +597,12 @@ unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
     memlimit_refused_clear();
     unsigned n = bin_fill_once(bin, out, want, keyed);
     if (unlikely(n == 0) && memlimit_refused_take()) {
-        if (memlimit_reclaim())
+        /* no reclaim (one runs on this thread already, or a page source's
+         * callback is under way): the refusal stands, a failure too */
+        bool ran = memlimit_reclaim();
+        if (ran)
             n = bin_fill_once(bin, out, want, keyed);
-        if (n == 0 && memlimit_refused_take())
+        if (n == 0 && (!ran || memlimit_refused_take()))
             memlimit_count_failure();
     }
     memlimit_soft_drain_if_due();

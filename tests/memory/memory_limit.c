@@ -53,6 +53,10 @@
  * - arenas_create_at_limit (child): arenas.create under a limit 8 MiB up
  *   ends in ENOMEM with stats.memory.peak never past the limit, and
  *   works again with the limit off;
+ * - failures_counted_once (child): limit_failures grows by exactly one
+ *   per NULL at the limit: 20 small blocks of a manual arena, 20 3 MiB
+ *   mallocs, and each malloc inside a page source's callback (where no
+ *   reclaim runs);
  * - argv[1] == "secure" (secure:true): secure_quarantine, 20 rounds of
  *   4 MiB blocks to a limit 64 MiB up and freed into the quarantine keep
  *   stats.memory.peak within the limit plus 4 MiB;
@@ -72,6 +76,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #define MiB ((size_t)1 << 20)
@@ -753,6 +758,80 @@ TEST(arenas_create_at_limit)
            test_describe_status(ch.status, why, sizeof why), ch.err);
 }
 
+/* F4 (child): stats.memory.limit_failures counts exactly one failure per
+ * allocation call that returned NULL at the limit: a manual arena's small
+ * block (no second count from a large fallback), a large malloc, and a
+ * malloc inside a page source's callback, where no reclaim may run. */
+static int cb_calls, cb_null;
+
+static void *count_src_alloc(void *ctx, size_t size, size_t align, bool *zeroed)
+{
+    (void)ctx;
+    cb_calls++;
+    void *m = malloc(MiB);
+    if (m == NULL)
+        cb_null++;
+    free(m);
+    char *r = mmap(NULL, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    *zeroed = true;
+    return (void *)(((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1));
+}
+
+static int failures_child(void *arg)
+{
+    (void)arg;
+    unsigned manual, sourced;
+    size_t len = sizeof manual;
+    dpm_page_source_t src = {count_src_alloc, NULL, NULL, NULL};
+    if (dpm_ctl("arenas.create", &manual, &len, NULL, 0) != 0 || dpm_arena_create_sourced("count", &src, &sourced) != 0)
+        return 2;
+    size_t limit = charged() + 4 * MiB;
+    if (ctl_set("memory.limit", &limit, sizeof limit) != 0)
+        return 3;
+    for (unsigned i = 0; i < 64 && malloc(MiB) != NULL; i++)
+        ;
+    for (unsigned i = 0; i < 100000 && malloc(64) != NULL; i++)
+        ;
+    for (unsigned i = 0; i < 100000 && dpm_malloc_arena(manual, 64, 0) != NULL; i++)
+        ;
+    uint64_t f0 = CTL_U64("stats.memory.limit_failures");
+    unsigned nul = 0;
+    for (unsigned i = 0; i < 20; i++)
+        nul += dpm_malloc_arena(manual, 64, 0) == NULL;
+    uint64_t f1 = CTL_U64("stats.memory.limit_failures");
+    for (unsigned i = 0; i < 20; i++)
+        nul += malloc(3 * MiB) == NULL;
+    uint64_t f2 = CTL_U64("stats.memory.limit_failures");
+    if (nul != 40 || f1 - f0 != 20 || f2 - f1 != 20) {
+        fprintf(stderr, "%u NULL of 40; failures +%llu (manual arena, 20 NULL), +%llu (malloc 3 MiB, 20 NULL)\n", nul,
+                (unsigned long long)(f1 - f0), (unsigned long long)(f2 - f1));
+        return 4;
+    }
+    for (unsigned i = 0; i < 64; i++) {
+        void *p = dpm_malloc_arena(sourced, 256 * 1024, 0);
+        if (p == NULL)
+            return 5;   /* a source's pages are not the limit's */
+    }
+    uint64_t f3 = CTL_U64("stats.memory.limit_failures");
+    if (cb_calls == 0 || cb_null != cb_calls || f3 - f2 != (uint64_t)cb_null) {
+        fprintf(stderr, "%d callbacks, %d mallocs in them NULL; failures +%llu\n", cb_calls, cb_null,
+                (unsigned long long)(f3 - f2));
+        return 6;
+    }
+    return 0;
+}
+
+TEST(failures_counted_once)
+{
+    struct test_child ch;
+    EXPECT_EQ_I(test_run_child(failures_child, NULL, &ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
+           test_describe_status(ch.status, why, sizeof why), ch.err);
+}
+
 /* THP can be asked for here: the system's setting is not "never" */
 static bool thp_available(void)
 {
@@ -828,5 +907,6 @@ int main(int argc, char **argv)
     RUN(stats_output);
     RUN(errno_after_reclaim);
     RUN(arenas_create_at_limit);
+    RUN(failures_counted_once);
     return test_done();
 }
