@@ -1131,6 +1131,14 @@ void arenas_no_thp(void)
     }
 }
 
+bool arena_holds_pages(arena_t *a)
+{
+    mutex_lock(&a->lock);
+    bool any = a->ph.nsegments != 0;
+    mutex_unlock(&a->lock);
+    return any;
+}
+
 void arenas_release_free_memory(void)
 {
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
@@ -1139,7 +1147,7 @@ void arenas_release_free_memory(void)
         /* a source's memory is not the kernel's: purging it frees no
          * address space, and its calls must not run under the caller's
          * locks (this runs with a bin lock held) */
-        if (a != NULL && !is_destroyed(a) && !a->ph.options.sourced)
+        if (a != NULL && !is_destroyed(a) && !a->ph.options.sourced && arena_holds_pages(a))
             arena_purge_all(a);
     }
 }

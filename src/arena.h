@@ -254,6 +254,11 @@ size_t arena_decay_now(arena_t *a, bool everything);
 /* A hard memory limit was set at run time: no transparent huge pages in
  * any arena's segments mapped so far (ph_no_thp). Takes each arena lock. */
 void arenas_no_thp(void);
+/* Whether a has mapped a segment it still holds: an arena without one has
+ * no page to purge and no slab to give back, so a refusal's sweep over
+ * every arena (idle manual arenas by the thousand) skips it for one lock
+ * round trip. Takes a->lock. */
+bool arena_holds_pages(arena_t *a);
 /* A bounded pass of a's decay curves (a few batches of at most
  * PH_PURGE_MAX_RUNS runs and PH_PURGE_MAX_PAGES pages each): the
  * background thread's pass. */
