@@ -1310,6 +1310,10 @@ static void free_large(span_t *s, bool discarded)
 {
     size_t uncharged = s->npages - s->guarded;
     if (unlikely(s->guarded)) {
+        /* a run filed clean reads as zero: the guard page, never
+         * discarded, keeps what an earlier block wrote there */
+        if (discarded)
+            (void)os_protect_none((void *)guard_page(s), PAGE, true);
         /* its pages go back to the heap usable, or not at all */
         if (!os_commit((void *)guard_page(s), PAGE))
             return;
