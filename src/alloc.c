@@ -51,15 +51,19 @@ static void *fail_nomem(void)
 static void *large_block(arena_t *a, const large_request_t *req)
 {
     memlimit_refused_clear();
+    int *err = &errno, saved = *err;   /* a retry that succeeds leaves errno as it was */
     void *p = arena_alloc_large(a, req);
     if (unlikely(p == NULL) && unlikely(opt.secure) && quarantine_drain("malloc") != 0)
         p = arena_alloc_large(a, req);
     if (unlikely(p == NULL) && memlimit_refused_take()) {
-        if (memlimit_reclaim())
+        bool ran = memlimit_reclaim();   /* none ran: the refusal stands (arena_bin_fill) */
+        if (ran)
             p = arena_alloc_large(a, req);
-        if (p == NULL && memlimit_refused_take())
+        if (p == NULL && (!ran || memlimit_refused_take()))
             memlimit_count_failure();
     }
+    if (p != NULL)
+        *err = saved;
     memlimit_soft_drain_if_due();
     return p;
 }
@@ -1270,6 +1274,7 @@ static void *arena_block_raw(arena_t *a, size_t size, size_t align, bool zero, b
     if (align <= SMALL_MAX) {   /* beyond a page: classes whose slabs are aligned (sc_slab_align) */
         unsigned c = align <= QUANTUM ? request_class(bytes) : request_class_aligned(bytes, align);
         void *p;
+        memlimit_failed_here = false;
         if (c < NSMALL && (typed ? typed_block(a, c, &p) : bin_block(&a->bins[c], &p))) {
             span_t *s = span_of(p);
             if (s->type_ids != NULL) {
@@ -1283,6 +1288,11 @@ static void *arena_block_raw(arena_t *a, size_t size, size_t align, bool zero, b
             DPM_ANN_ALLOC(p, size, zero);
             return p;
         }
+        /* refused at the memory limit even after its reclaim (counted
+         * there): a large block, more pages, would be refused again and
+         * counted twice */
+        if (memlimit_failed_here)
+            return fail_nomem();
     }
     large_request_t req = {.size = size, .align = align, .zero = zero || opt.zero, .type_id = type};
     void *p = large_block(a, &req);

@@ -161,7 +161,10 @@ static void arena_fresh_state(arena_t *a, const char *name, bool reused, const p
 
 static arena_t *arena_create(unsigned index, bool manual, const char *name, const page_source_t *src, int node)
 {
-    arena_t *a = base_alloc(sizeof(arena_t), CACHELINE);
+    /* a manual arena's descriptor is metadata a caller can be refused:
+     * arenas.create fails at the memory limit (ENOMEM) rather than the
+     * descriptors growing the charge past it unchecked */
+    arena_t *a = manual ? base_alloc_checked(sizeof(arena_t), CACHELINE) : base_alloc(sizeof(arena_t), CACHELINE);
     if (a == NULL)
         return NULL;
     mutex_init(&a->lock);
@@ -594,9 +597,12 @@ unsigned arena_bin_fill(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
     memlimit_refused_clear();
     unsigned n = bin_fill_once(bin, out, want, keyed);
     if (unlikely(n == 0) && memlimit_refused_take()) {
-        if (memlimit_reclaim())
+        /* no reclaim (one runs on this thread already, or a page source's
+         * callback is under way): the refusal stands, a failure too */
+        bool ran = memlimit_reclaim();
+        if (ran)
             n = bin_fill_once(bin, out, want, keyed);
-        if (n == 0 && memlimit_refused_take())
+        if (n == 0 && (!ran || memlimit_refused_take()))
             memlimit_count_failure();
     }
     memlimit_soft_drain_if_due();
@@ -1111,6 +1117,28 @@ static size_t decay_with(arena_t *a, int64_t dirty_ms, int64_t muzzy_ms)
 
 size_t arena_purge_all(arena_t *a) { return arena_decay_now(a, true); }
 
+void arenas_no_thp(void)
+{
+    unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
+        if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE) || a->ph.options.sourced)
+            continue;
+        mutex_lock(&a->lock);
+        if (!__atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE))
+            ph_no_thp(&a->ph);
+        mutex_unlock(&a->lock);
+    }
+}
+
+bool arena_holds_pages(arena_t *a)
+{
+    mutex_lock(&a->lock);
+    bool any = a->ph.nsegments != 0;
+    mutex_unlock(&a->lock);
+    return any;
+}
+
 void arenas_release_free_memory(void)
 {
     unsigned n = __atomic_load_n(&narenas_total, __ATOMIC_ACQUIRE);
@@ -1119,7 +1147,7 @@ void arenas_release_free_memory(void)
         /* a source's memory is not the kernel's: purging it frees no
          * address space, and its calls must not run under the caller's
          * locks (this runs with a bin lock held) */
-        if (a != NULL && !is_destroyed(a) && !a->ph.options.sourced)
+        if (a != NULL && !is_destroyed(a) && !a->ph.options.sourced && arena_holds_pages(a))
             arena_purge_all(a);
     }
 }
@@ -1278,9 +1306,14 @@ static void purge_taken_runs(arena_t *a, purge_batch_t *b)
     mutex_unlock(&a->purge_lock);
 }
 
-void arena_free_large(span_t *s)
+static void free_large(span_t *s, bool discarded)
 {
+    size_t uncharged = s->npages - s->guarded;
     if (unlikely(s->guarded)) {
+        /* a run filed clean reads as zero: the guard page, never
+         * discarded, keeps what an earlier block wrote there */
+        if (discarded)
+            (void)os_protect_none((void *)guard_page(s), PAGE, true);
         /* its pages go back to the heap usable, or not at all */
         if (!os_commit((void *)guard_page(s), PAGE))
             return;
@@ -1289,7 +1322,7 @@ void arena_free_large(span_t *s)
     }
     arena_t *a = s->arena;
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);   /* mallopt may set it */
-    bool oversize = threshold != 0 && span_bytes(s) >= threshold;
+    bool oversize = !discarded && threshold != 0 && span_bytes(s) >= threshold;
     purge_batch_t batch;
     bool purge_now = false;
     lock_elided_t held = mutex_lock_elidable(&a->lock);
@@ -1298,7 +1331,7 @@ void arena_free_large(span_t *s)
     ls->live_bytes -= s->usable;
     type_count_free(s->type_id, s->usable);
     arena_clock_refresh(a);
-    span_t *run = ph_free(&a->ph, s, a->clock_ns);
+    span_t *run = discarded ? ph_free_clean(&a->ph, s, a->clock_ns, uncharged) : ph_free(&a->ph, s, a->clock_ns);
     if (oversize)
         purge_now = take_run_for_purge(a, run, 0, &batch);
     arena_after_free(a);
@@ -1307,6 +1340,10 @@ void arena_free_large(span_t *s)
         purge_taken_runs(a, &batch);
     arena_purge_if_due(a);
 }
+
+void arena_free_large(span_t *s) { free_large(s, false); }
+
+void arena_free_large_discarded(span_t *s) { free_large(s, true); }
 
 /* A live block's bytes went from before (class class_before) to after:
  * its class follows, and the per-class and per-type statistics move with

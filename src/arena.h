@@ -214,6 +214,10 @@ DPM_INLINE size_t arena_large_usable(size_t size, size_t in_page)
     return round_up((size == 0 ? 1 : size) + in_page, PAGE) - in_page;
 }
 void arena_free_large(span_t *s);
+/* As arena_free_large, for a block whose own pages (all but its guard
+ * page) were discarded and taken out of the memory limit's charge
+ * (secure mode's quarantine): its run is filed clean, uncharged. */
+void arena_free_large_discarded(span_t *s);
 /* Resize a large block in place to the usable size a fresh block of size
  * bytes would get (grow into the next free run, or give the tail back;
  * purge_cut: a cut of SHRINK_PURGE_MIN or more is purged at once); true
@@ -247,6 +251,14 @@ size_t arena_purge_all(arena_t *a);
 /* Runs a's decay curves now until nothing more is due (everything: purge
  * all free pages), in bounded batches. Returns the pages released. */
 size_t arena_decay_now(arena_t *a, bool everything);
+/* A hard memory limit was set at run time: no transparent huge pages in
+ * any arena's segments mapped so far (ph_no_thp). Takes each arena lock. */
+void arenas_no_thp(void);
+/* Whether a has mapped a segment it still holds: an arena without one has
+ * no page to purge and no slab to give back, so a refusal's sweep over
+ * every arena (idle manual arenas by the thousand) skips it for one lock
+ * round trip. Takes a->lock. */
+bool arena_holds_pages(arena_t *a);
 /* A bounded pass of a's decay curves (a few batches of at most
  * PH_PURGE_MAX_RUNS runs and PH_PURGE_MAX_PAGES pages each): the
  * background thread's pass. */

@@ -7,6 +7,7 @@
 #include "mutex.h"
 #include "os.h"
 
+#include <errno.h>
 #include <string.h>
 
 #define BASE_CHUNK ((size_t)2 << 20)
@@ -16,30 +17,48 @@ static dpm_mutex_t base_lock = DPM_MUTEX_INITIALIZER;
 static uintptr_t bump_cur, bump_end;
 static size_t mapped_total;
 
-void *base_alloc(size_t size, size_t align)
+/* checked: the mapping that grows the metadata is charged against the
+ * memory limit first, or the call fails (NULL) at the limit. */
+static void *alloc_meta(size_t size, size_t align, bool checked)
 {
     size = round_up(size, 16);
     if (size > BASE_CHUNK / 4) {
-        void *big = os_map_aligned(round_up(size, PAGE), PAGE);
+        size_t bytes = round_up(size, PAGE);
+        if (checked && !memlimit_try_charge(bytes)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        void *big = os_map_aligned(bytes, PAGE);
         if (big != NULL) {
-            __atomic_fetch_add(&mapped_total, round_up(size, PAGE), __ATOMIC_RELAXED);
-            memlimit_force_charge(round_up(size, PAGE));
+            __atomic_fetch_add(&mapped_total, bytes, __ATOMIC_RELAXED);
+            if (!checked)
+                memlimit_force_charge(bytes);
+        } else if (checked) {
+            memlimit_uncharge(bytes);
         }
         return big;
     }
     mutex_lock(&base_lock);
     uintptr_t at = (bump_cur + align - 1) & ~(uintptr_t)(align - 1);
     if (bump_cur == 0 || at + size > bump_end) {
+        if (checked && !memlimit_try_charge(BASE_CHUNK)) {
+            mutex_unlock(&base_lock);
+            errno = ENOMEM;
+            return NULL;
+        }
         void *chunk = os_map_aligned(BASE_CHUNK, PAGE);
         if (chunk == NULL) {
+            if (checked)
+                memlimit_uncharge(BASE_CHUNK);
             mutex_unlock(&base_lock);
             return NULL;
         }
         __atomic_fetch_add(&mapped_total, BASE_CHUNK, __ATOMIC_RELAXED);
-        /* metadata is never refused at the memory limit (the structures
-         * it holds describe memory already charged, or let a purge run):
-         * counted, as a whole chunk, from its mapping */
-        memlimit_force_charge(BASE_CHUNK);
+        /* other metadata is never refused at the memory limit (the
+         * structures it holds describe memory already charged, or let a
+         * purge run): counted, as a whole chunk, from its mapping */
+        if (!checked)
+            memlimit_force_charge(BASE_CHUNK);
         bump_cur = (uintptr_t)chunk;
         bump_end = bump_cur + BASE_CHUNK;
         at = (bump_cur + align - 1) & ~(uintptr_t)(align - 1);
@@ -48,6 +67,10 @@ void *base_alloc(size_t size, size_t align)
     mutex_unlock(&base_lock);
     return (void *)at;
 }
+
+void *base_alloc(size_t size, size_t align) { return alloc_meta(size, align, false); }
+
+void *base_alloc_checked(size_t size, size_t align) { return alloc_meta(size, align, true); }
 
 size_t base_mapped_bytes(void) { return __atomic_load_n(&mapped_total, __ATOMIC_RELAXED); }
 

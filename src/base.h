@@ -11,6 +11,10 @@
 
 /* Zeroed, never-freed metadata; NULL with errno = ENOMEM. Thread-safe. */
 void *base_alloc(size_t size, size_t align);
+/* As base_alloc, for metadata a caller may be refused (a manual arena):
+ * NULL where a new chunk would pass the memory limit (the refusal is
+ * memlimit's, memlimit_refused_take sees it). */
+void *base_alloc_checked(size_t size, size_t align);
 /* Bytes of metadata mapped so far (stats.metadata). */
 size_t base_mapped_bytes(void);
 void base_prefork(void);

@@ -255,7 +255,12 @@ static int h_arenas_create(const ctl_call_t *c, const void *arg)
     if (c->oldp == NULL || c->oldlenp == NULL || *c->oldlenp != sizeof(unsigned))
         return EINVAL;
     unsigned index;
+    memlimit_refused_clear();
     int err = arena_create_manual(name, NULL, -1, &index);
+    /* refused at the memory limit: once more after the limit's reclaim */
+    if (err == ENOMEM && memlimit_refused_take() && memlimit_reclaim())
+        err = arena_create_manual(name, NULL, -1, &index);
+    memlimit_refused_clear();
     return err != 0 ? err : read_out(c, &index, sizeof(index));
 }
 
@@ -572,6 +577,9 @@ static int h_memory_limit(const ctl_call_t *c, const void *arg)
         memlimit_soft_drain_if_due();
     } else {
         memlimit_set(v);
+        /* segments mapped before the limit lose THP too (pages.c) */
+        if (v != 0 && old == 0)
+            arenas_no_thp();
         if (v != 0 && memlimit_charged() > v)
             memlimit_reclaim();
     }

@@ -46,7 +46,8 @@ static bool reclaim(bool soft)
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = __atomic_load_n(&arenas[i], __ATOMIC_ACQUIRE);
         /* a page source's memory is not counted; its purge is user code */
-        if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE) || a->ph.options.sourced)
+        if (a == NULL || __atomic_load_n(&a->destroyed, __ATOMIC_ACQUIRE) || a->ph.options.sourced ||
+            !arena_holds_pages(a))
             continue;
         arena_release_idle_slabs(a);
         arena_decay_now(a, !soft);

@@ -130,7 +130,13 @@ bool memlimit_reclaim(void)
     return true;
 }
 
-void memlimit_count_failure(void) { __atomic_fetch_add(&n_failures, 1, __ATOMIC_RELAXED); }
+__thread bool memlimit_failed_here;
+
+void memlimit_count_failure(void)
+{
+    memlimit_failed_here = true;
+    __atomic_fetch_add(&n_failures, 1, __ATOMIC_RELAXED);
+}
 
 void memlimit_soft_drain_now(void)
 {

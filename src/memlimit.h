@@ -70,8 +70,12 @@ void memlimit_set_reclaim(bool (*fn)(bool soft));
 /* Runs the registered reclaim (full: limit_reclaims counted) unless one
  * already runs on this thread; false if none ran. */
 bool memlimit_reclaim(void);
-/* Counts an allocation that failed at the hard limit after the reclaim. */
+/* Counts an allocation that failed at the hard limit after the reclaim,
+ * and sets memlimit_failed_here (a caller that would fall back to another
+ * kind of block clears it first and gives up when it is set: one failure
+ * per call). */
 void memlimit_count_failure(void);
+extern __thread bool memlimit_failed_here;
 /* The soft limit was passed upwards since the last drain: runs the
  * registered reclaim in its soft form (caches drained) once per passing.
  * No allocator lock held; one relaxed load when nothing is due. */

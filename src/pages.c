@@ -305,12 +305,24 @@ static span_t *segment_create(page_heap_t *ph, size_t usable_pages)
         return NULL;
     if (ph->options.node >= 0)
         bind_to_node(seg, size, ph->options.node);
-    if (ph->options.thp != 0 && lg_huge == 0)
+    /* under a hard memory limit the charge counts base pages while a
+     * transparent huge page faults 2 MiB at once: no THP for the heap
+     * (docs/design.md "Memory limit") */
+    if (lg_huge == 0 && memlimit_get() != 0)
+        os_hint_hugepage(seg, size, false);
+    else if (ph->options.thp != 0 && lg_huge == 0)
         os_hint_hugepage(seg, size, ph->options.thp > 0);
     span_t *run = segment_init(ph, seg, size, true, lg_huge, false, false);
     if (run == NULL)
         os_unmap(seg, size);
     return run;
+}
+
+void ph_no_thp(page_heap_t *ph)
+{
+    list_for_each(segment_t, seg, &ph->segments, link)
+        if (!seg->hugetlb && !seg->sourced)
+            os_hint_hugepage((void *)seg->base, seg->size, false);
 }
 
 __thread uint32_t ph_source_calls_here;
@@ -635,7 +647,7 @@ span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed
     return block;
 }
 
-span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
+static span_t *free_as(page_heap_t *ph, span_t *s, uint64_t now_ns, bool clean, size_t uncharged)
 {
     if (s->type_ids != NULL)
         pool_put(&ph->type_arrays, s->type_ids);
@@ -645,11 +657,27 @@ span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns)
     uintptr_t start = s->start;
     size_t npages = s->npages;
     span_reset(s, ph, seg, SPAN_FREE, start, npages);
-    s->state = RUN_DIRTY;
     s->freed_at_ns = now_ns;
-    span_t *r = coalesce_and_file(ph, s, true);
+    span_t *r;
+    if (clean) {
+        /* the caller took these pages out of the charge already */
+        if (!ph->options.sourced)
+            ph->charged_pages -= uncharged;
+        s->state = RUN_CLEAN;
+        r = coalesce_and_file(ph, s, false);
+    } else {
+        s->state = RUN_DIRTY;
+        r = coalesce_and_file(ph, s, true);
+    }
     charge_sync(ph);
     return r;
+}
+
+span_t *ph_free(page_heap_t *ph, span_t *s, uint64_t now_ns) { return free_as(ph, s, now_ns, false, 0); }
+
+span_t *ph_free_clean(page_heap_t *ph, span_t *s, uint64_t now_ns, size_t uncharged)
+{
+    return free_as(ph, s, now_ns, true, uncharged);
 }
 
 bool ph_grow(page_heap_t *ph, span_t *s, size_t npages)

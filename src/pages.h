@@ -101,6 +101,11 @@ span_t *ph_alloc_or_ask(page_heap_t *ph, const page_request_t *req, bool *zeroed
 /* Takes back an active span (slab or large) as a dirty free run; returns
  * the run it ended in (after coalescing). */
 span_t *ph_free(page_heap_t *ph, span_t *span, uint64_t now_ns);
+/* As ph_free, for a block whose pages were discarded (MADV_DONTNEED) and
+ * uncharged of them already taken out of the memory limit's charge by
+ * the caller (secure mode's quarantine): filed clean, so that the limit
+ * counts them again only when they are handed out (charge_clean). */
+span_t *ph_free_clean(page_heap_t *ph, span_t *s, uint64_t now_ns, size_t uncharged);
 /* Extends an active span in place to npages if the run after it is free. */
 bool ph_grow(page_heap_t *ph, span_t *span, size_t npages);
 /* Cuts an active span down to npages, freeing the tail; returns the run
@@ -210,5 +215,9 @@ void ph_source_free(const page_source_t *src, void *mem, size_t size);
 void pages_prefork(void);
 void pages_postfork_parent(void);
 void pages_postfork_child(void);
+
+/* A hard memory limit was set: every mapped segment of ph (not hugetlb,
+ * not a source's) is told MADV_NOHUGEPAGE. Arena lock held. */
+void ph_no_thp(page_heap_t *ph);
 
 #endif

@@ -29,10 +29,11 @@ static void release(span_t *s)
     /* access back first: its pages go to the heap usable, or not at all */
     if (!os_commit((void *)s->start, block_bytes(s)))
         return;
-    /* its pages count again as the heap's (dirty once it is home) */
-    memlimit_force_charge(block_bytes(s));
+    /* its pages were discarded when it was parked: home as a clean run,
+     * counted by the memory limit again only when handed out (charging
+     * them here, unchecked, let a secure heap pass its limit) */
     __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
-    arena_free_large(s);
+    arena_free_large_discarded(s);
 }
 
 bool quarantine_large_put(span_t *s)
