@@ -267,16 +267,20 @@ bool dpm_init_slow(void)
     return ok;
 }
 
+extern const struct dpm_anchor *const anchor_keep;
+
 /* 101: the first priority not reserved to the C implementation, so this
  * runs before the constructors of a program dpmalloc is linked into
  * (preloaded, it runs before the program's anyway). */
 __attribute__((constructor(101))) static void init_at_load(void)
 {
+    /* the anchor reached from code a link always keeps (.init_array):
+     * -Wl,--gc-sections and LTO drop unreferenced data (dpmalloc-stat) */
+    __asm__ volatile("" : : "r"(anchor_keep));
     (void)dpm_ready();
 }
 
 /* Every program that links dpmalloc links init.o (dpm_ready's slow path):
  * this reference takes the anchor of dpmalloc-stat (anchor.c) out of
  * libdpmalloc.a with it. Data only: nothing reads it. */
-extern const struct dpm_anchor *const anchor_keep;
 const struct dpm_anchor *const anchor_keep = &dpmalloc_stat_anchor;

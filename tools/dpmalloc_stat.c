@@ -908,6 +908,28 @@ static void snap_free(snap_t *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* The anchor unreadable or changed: the process ended (exit 3), or it
+ * runs another program since an exec (exit 5). */
+static void anchor_gone(int err)
+{
+    if (err == EFAULT && kill(pid, 0) == 0)
+        die(EXIT_NOTDPM, "pid %d no longer runs dpmalloc (its anchor is gone: exec?)", (int)pid);
+    die_errno(err == EFAULT ? ESRCH : err);
+}
+
+/* After a snapshot: the anchor still reads the same, so no read of it
+ * fell on a process that had ended (a failed read counts as 0) or on
+ * another program's memory. */
+static void confirm_same_process(uintptr_t anchor_at)
+{
+    dpm_anchor_t again;
+    int err = rread(anchor_at, &again, sizeof(again));
+    if (err != 0)
+        anchor_gone(err);
+    if (memcmp(&again, &anchor, sizeof(again)) != 0)
+        die(EXIT_NOTDPM, "pid %d no longer runs dpmalloc (its anchor changed: exec?)", (int)pid);
+}
+
 /* One snapshot; exits if the process is gone. */
 static void take(snap_t *s, uintptr_t anchor_at)
 {
@@ -915,7 +937,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->t = now();
     int err = rread(anchor_at, &anchor, sizeof(anchor));
     if (err != 0)
-        die_errno(err == EFAULT ? ESRCH : err);
+        anchor_gone(err);
     /* an exec since the first read leaves other data there */
     if (anchor.magic != DPM_ANCHOR_MAGIC || anchor.abi != DPM_ANCHOR_ABI)
         die(EXIT_NOTDPM, "pid %d no longer runs dpmalloc (its anchor is gone: exec?)", (int)pid);
@@ -923,8 +945,10 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->version[sizeof(s->version) - 1] = '\0';
     global_t gl;
     if (rread((uintptr_t)anchor.g, &gl, sizeof(gl)) != 0 ||
-        rread((uintptr_t)anchor.sc_table, sc, sizeof(sc)) != 0)
+        rread((uintptr_t)anchor.sc_table, sc, sizeof(sc)) != 0) {
+        confirm_same_process(anchor_at);   /* exits 3 or 5 if that is why */
         die(1, "pid %d: the library's globals cannot be read", (int)pid);
+    }
     s->initialized = RBOOL(gl.initialized);
     s->ncpus = gl.ncpus;
     unsigned n = 0;
@@ -980,6 +1004,7 @@ static void take(snap_t *s, uintptr_t anchor_at)
     s->mapped = mapped + s->metadata;
     s->retained = clean;
     s->reserved = reserved;
+    confirm_same_process(anchor_at);
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -1118,8 +1143,8 @@ static void json_str(const char *s)
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\')
             printf("\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            printf("\\u%04x", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            printf("\\u%04x", ch);   /* bytes >= 0x80 pass through: names are UTF-8, as in-process */
         else
             putchar(ch);
     }
@@ -1781,7 +1806,9 @@ int main(int argc, char **argv)
         print_rates(&s, &next, json);
         snap_free(&s);
         s = next;
+        if (ferror(stdout))   /* a full disk, a closed pipe: stop, as the one-shot modes do */
+            return 1;
     }
     snap_free(&s);
-    return 0;
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }

@@ -570,6 +570,29 @@ def case_errors(tool, target, fake_abi, fake_size, fake_magic, lib, fake_garbage
         sleeper.wait()
     # a pid that is gone (reaped just now: reuse within the test is unlikely)
     expect([str(sleeper.pid)], 3, "no process with pid %d" % sleeper.pid)
+    # review of issue 22: a process that execs into a program without
+    # dpmalloc while watched is "no longer runs dpmalloc" (5), not gone (3);
+    # a watch whose output fails (a full disk) ends with 1
+    if lib is not None:
+        env = dict(os.environ, LD_PRELOAD=lib)
+        execer = subprocess.Popen(["bash", "-c", "sleep 0.8; exec sleep 5"], env=env)
+        try:
+            time.sleep(0.3)
+            rc, out, err = run_tool(tool, ["--watch", "0.2", "--count", "20", str(execer.pid)])
+            check(rc == 5 and "no longer runs dpmalloc" in err, "watch across an exec: exit %d, %r" % (rc, err))
+        finally:
+            execer.kill()
+            execer.wait()
+        quiet_proc = subprocess.Popen(["sleep", "5"], env=env)
+        try:
+            time.sleep(0.3)
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([tool, "--watch", "0.05", "--count", "3", str(quiet_proc.pid)], stdout=full,
+                                   stderr=subprocess.PIPE, timeout=20)
+            check(p.returncode == 1, "watch into /dev/full: exit %d" % p.returncode)
+        finally:
+            quiet_proc.kill()
+            quiet_proc.wait()
     for exe, rc_want, text in ((fake_abi, 6, "dpmalloc version mismatch"),
                                (fake_size, 6, "dpmalloc version mismatch"),
                                (fake_magic, 5, "is not a dpmalloc process")):
