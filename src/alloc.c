@@ -271,9 +271,10 @@ static bool cpu_takes(unsigned k)
 static unsigned numa_pick_pop_table(void)
 {
     unsigned node = numa_cpu_node(rseq_cpu_now());
-    /* (prof:true: every pop through alloc_front_miss, which counts it) */
+    /* (prof:true: every pop through alloc_front_miss, which counts it;
+     * secure mode: through its own path, secure_front_alloc) */
     tls_thread.pop_table =
-        node < TC_NODE_GROUPS && !prof_on ? cpu_cache_node_tables[node] : cpu_cache_none_table;
+        node < TC_NODE_GROUPS && !prof_on && !opt.secure ? cpu_cache_node_tables[node] : cpu_cache_none_table;
     return node;
 }
 
@@ -437,14 +438,51 @@ static void free_scrub(void *p, const span_t *s)
     DPM_ANN_CLOSE(p, span_usable(s));
 }
 
+/* Secure mode: the block q of span s, verified as it left the
+ * quarantine, goes to the CPU's cache if the CPU caches take its class
+ * (g.secure_nclasses: a class bin of an automatic arena, as their fills
+ * take), with the free key (tcache.h) the double-free look-up finds; else
+ * home. */
+static void secure_pass_on(void *q, const span_t *s)
+{
+    unsigned c = s->bin->size_class;
+    const arena_t *a = s->arena;
+    if (c < g.secure_nclasses && s->bin == &a->bins[c] && !a->manual && a->node < 0) {
+        DPM_ANN_OPEN_KEY(q);
+        *tc_key_word(q) = TC_FREE_KEY;
+        DPM_ANN_CLOSE_KEY(q);
+        if (!cpu_cache_push(cpu_cache_table, (c + 1) * sizeof(cpu_bin_t), q))
+            cpu_cache_free_full(q, c);
+        return;
+    }
+    arena_bin_flush(&q, 1);
+}
+
+bool secure_block_freed(const void *p, const span_t *s)
+{
+    if (quarantine_small_holds(p))
+        return true;
+    if (g.secure_nclasses == 0)
+        return false;
+    DPM_ANN_KEY_PEEK((void *)p);
+    bool keyed = *tc_key_word((void *)p) == TC_FREE_KEY;
+    DPM_ANN_KEY_UNPEEK((void *)p);
+    return keyed && cpu_caches_hold(p, s->bin->size_class);
+}
+
 /* Sends a validated block back to its slab or page heap, past any cache
- * (secure mode: through a quarantine, quarantine.h). */
+ * (secure mode: through a quarantine, quarantine.h, and from there
+ * maybe a CPU's cache). */
 static void free_home(void *p, span_t *s, const char *call)
 {
     free_scrub(p, s);
     if (s->kind == SPAN_SLAB) {
-        if (likely(!opt.secure) || !quarantine_small_put(p, s, JUNK_FREE, call))
+        void *left;
+        span_t *left_span;
+        if (likely(!opt.secure) || !quarantine_small_put(p, s, JUNK_FREE, call, &left, &left_span))
             arena_bin_flush(&p, 1);
+        else if (left != NULL)
+            secure_pass_on(left, left_span);
     } else {
         if (unlikely(s->prof_sampled))
             prof_forget(s);
@@ -694,7 +732,7 @@ void thread_front_pick(void)
     else if (!cpu && tls_state == THREAD_CACHED)
         tls_state = THREAD_NOCACHE;   /* no memory for it: uncached */
     tls_thread.cpu_table = cpu ? cpu_cache_table : cpu_cache_none_table;
-    tls_thread.pop_table = prof_on ? cpu_cache_none_table : tls_thread.cpu_table;
+    tls_thread.pop_table = prof_on || opt.secure ? cpu_cache_none_table : tls_thread.cpu_table;
     if (cpu && opt.numa)
         (void)numa_pick_pop_table();
     /* what the thread freed may sit in any CPU's cache: a thread that
@@ -747,10 +785,37 @@ static DPM_NOINLINE void *prof_front_alloc(unsigned c, size_t size)
     return cpu_front_miss(c, size);
 }
 
+/* Secure mode on the CPU caches: every small malloc comes here (its
+ * threads pop through the all-locked table), takes the class with room
+ * for the canary and pops the CPU's bin, whose blocks are fresh from a
+ * slab (canary written there, slot picked at random) or left the
+ * quarantine verified (secure_pass_on; the canary is the slot's and
+ * stays). Zero-size requests, profiled threads and numa:true take the
+ * uncached slow path. */
+static DPM_NOINLINE void *secure_front_alloc(size_t size)
+{
+    unsigned c = request_class(size);
+    if (c >= g.secure_nclasses || size == 0 || prof_on || opt.numa)
+        return alloc_slow(size);
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
+        background_maybe_start();
+    void *p = maybe_guarded(size, 1);
+    if (p != NULL)
+        return thread_count_alloc_block(p);
+    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
+        p = cpu_handout(p);
+    else if ((p = cpu_cache_alloc_miss(thread_arena(), c)) == NULL)
+        return fail_nomem();
+    thread_count_alloc(sc_size(c) - CANARY_BYTES);
+    return p;
+}
+
 /* alloc_front_miss of a thread on the CPU caches; apart, so that the
  * thread cache's fast path keeps its few registers */
 static DPM_NOINLINE void *cpu_alloc_miss(size_t size)
 {
+    if (unlikely(g.secure_nclasses != 0))
+        return secure_front_alloc(size);
     unsigned c = sc_of_size(size);
     if (c >= g.tcache_nclasses)
         return alloc_slow(size);

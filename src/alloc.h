@@ -169,6 +169,9 @@ DPM_INLINE bool typed_block_stashed(const void *p, const span_t *s)
 {
     return __atomic_load_n(&s->type_ids[span_index_of(s, (uintptr_t)p)], __ATOMIC_RELAXED) == 0;
 }
+/* Secure mode: whether slab block p of span s was freed: it waits in
+ * the quarantine or, having left it, in a CPU or transfer cache. */
+bool secure_block_freed(const void *p, const span_t *s);
 DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, const char *what)
 {
     if (s->tcache_class != TC_NONE) {
@@ -176,7 +179,7 @@ DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, con
             confirm_not_cached(p, s->tcache_class, call, what);
     } else if (s->kind == SPAN_SLAB && s->type_ids != NULL && unlikely(typed_block_stashed(p, s))) {
         dpm_misuse(call, p, what);
-    } else if (unlikely(opt.secure) && s->kind == SPAN_SLAB && quarantine_small_holds(p)) {
+    } else if (unlikely(opt.secure) && s->kind == SPAN_SLAB && secure_block_freed(p, s)) {
         dpm_misuse(call, p, what);
     }
 }

@@ -1310,12 +1310,9 @@ static void free_large(span_t *s, bool discarded)
 {
     size_t uncharged = s->npages - s->guarded;
     if (unlikely(s->guarded)) {
-        /* a run filed clean reads as zero: the guard page, never
-         * discarded, keeps what an earlier block wrote there */
-        if (discarded)
-            (void)os_protect_none((void *)guard_page(s), PAGE, true);
-        /* its pages go back to the heap usable, or not at all */
-        if (!os_commit((void *)guard_page(s), PAGE))
+        /* its pages go back to the heap usable, or not at all (a
+         * discarded run's guard has access again already) */
+        if (!discarded && !os_commit((void *)guard_page(s), PAGE))
             return;
         s->guarded = 0;
         __atomic_fetch_sub(&guarded_live, 1, __ATOMIC_RELAXED);

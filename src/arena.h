@@ -214,9 +214,10 @@ DPM_INLINE size_t arena_large_usable(size_t size, size_t in_page)
     return round_up((size == 0 ? 1 : size) + in_page, PAGE) - in_page;
 }
 void arena_free_large(span_t *s);
-/* As arena_free_large, for a block whose own pages (all but its guard
- * page) were discarded and taken out of the memory limit's charge
- * (secure mode's quarantine): its run is filed clean, uncharged. */
+/* As arena_free_large, for a block whose whole run (its guard page too)
+ * was discarded and has access again, and whose own pages were taken
+ * out of the memory limit's charge (secure mode's quarantine): its run
+ * is filed clean, uncharged. */
 void arena_free_large_discarded(span_t *s);
 /* Resize a large block in place to the usable size a fresh block of size
  * bytes would get (grow into the next free run, or give the tail back;

@@ -50,9 +50,14 @@ static uint32_t tag_objsize[CPU_NTAGS];
 /* CPU numbers below it exist (possible CPUs); caches are made for them only. */
 static unsigned possible_cpus;
 
+/* Whether caches have node bins at all (cpu_caches_init). */
+static bool node_bins_on;
+
 /* The node of CPU cpu if it has node tags, else CPU_NO_NODE. */
 static unsigned node_of_cpu(unsigned cpu)
 {
+    if (!node_bins_on)
+        return CPU_NO_NODE;
     unsigned node = numa_cpu_node(cpu);
     return node < TC_NODE_GROUPS ? node : CPU_NO_NODE;
 }
@@ -122,17 +127,17 @@ static size_t classes_bound(void)
  * slots again as the classes' bins: at most what the classes hold of the
  * node arena's blocks. cpu_cache_bound() is the exact sum for a cache
  * with all three. */
-static void size_classes(void)
+static void size_classes(unsigned nclasses)
 {
     phased_pool = opt.percpu_bytes / CPU_PHASED_POOL_DIV;
     if (phased_pool > UINT32_MAX)
         phased_pool = UINT32_MAX;
     size_t rest = opt.percpu_bytes - phased_pool;
-    size_t share = g.tcache_nclasses != 0 ? rest / g.tcache_nclasses : 0;
+    size_t share = nclasses != 0 ? rest / nclasses : 0;
     slots_per_cache = 0;
     for (unsigned c = 0; c < NSMALL; c++) {
-        size_t n = c < g.tcache_nclasses ? share / sc_size(c) : 0;
-        if (c < g.tcache_nclasses && n == 0)
+        size_t n = c < nclasses ? share / sc_size(c) : 0;
+        if (c < nclasses && n == 0)
             n = 1;
         class_cap[c] = n > CPU_BATCH_MAX ? CPU_BATCH_MAX : (unsigned)n;
         slots_per_cache += class_cap[c];
@@ -161,16 +166,17 @@ static unsigned phased_cap(unsigned k, size_t left)
 
 size_t cpu_cache_bound(void) { return (any_node_bins ? 2 : 1) * classes_bound() + phased_pool; }
 
-bool cpu_caches_init(void)
+bool cpu_caches_init(unsigned nclasses, bool node_bins)
 {
     cpu_caches_on = false;
+    node_bins_on = node_bins;
 #if DPM_THREAD_CACHES_ONLY
     return false;
 #endif
     possible_cpus = os_possible_cpus();
-    if (!opt.percpu || g.tcache_nclasses == 0 || possible_cpus > CPU_SLOTS_MAX || !rseq_init())
+    if (!opt.percpu || nclasses == 0 || possible_cpus > CPU_SLOTS_MAX || !rseq_init())
         return false;
-    size_classes();
+    size_classes(nclasses);
     any_node_bins = false;
     for (unsigned cpu = 0; cpu < CPU_SLOTS_MAX; cpu++) {
         unsigned node = cpu < possible_cpus ? node_of_cpu(cpu) : CPU_NO_NODE;
@@ -228,7 +234,8 @@ static cpu_cache_t *make_cache(unsigned cpu)
                 b->low = next;
                 b->top = b->head = next + class_cap[i % NSMALL];
                 b->cap = class_cap[i % NSMALL];
-                b->usable = tag_objsize[k + 1];   /* no caching in secure mode: no canary */
+                /* (secure mode's pops count their blocks less the canary) */
+                b->usable = tag_objsize[k + 1];
                 next += class_cap[i % NSMALL];
             }
             __atomic_store_n(&caches[cpu], cc, __ATOMIC_RELEASE);
@@ -798,7 +805,9 @@ const char *cpu_caches_check(void)
             for (void **at = b->head; at < b->top; at++) {
                 void *const *slot = &(void *){cpu_slot_block(*at)};
                 const span_t *s = span_of(*slot);
-                if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c || s->tcache_class != k)
+                /* (secure mode's blocks are untagged: its class bins) */
+                if (s == NULL || s->kind != SPAN_SLAB || s->bin->size_class != c ||
+                    (g.secure_nclasses != 0 ? s->bin != &s->arena->bins[c] : s->tcache_class != k))
                     return "a cached block is not a block of its bin's class and tag";
                 if (tc_class_is_node(k) ? s->arena->node != (int)cc->node : s->arena->manual)
                     return "a cached block is not of an automatic arena or its CPU's node";

@@ -246,8 +246,10 @@ DPM_INLINE void *cpu_slot_block(const void *slot) { return (void *)((uintptr_t)s
  * one handed out): what a sampler counts one slow path as. */
 unsigned cpu_cache_fill_count(unsigned c);
 
-/* At init: whether CPU caches can run here (rseq_init) and are wanted. */
-bool cpu_caches_init(void);
+/* At init: whether CPU caches can run here (rseq_init) and are wanted,
+ * with bins for the small classes 0..nclasses-1 (none: no caches) of the
+ * automatic arenas, and, with node_bins, of the node arenas with tags. */
+bool cpu_caches_init(unsigned nclasses, bool node_bins);
 /* The bin of tcache_class k (a cached class c < g.tcache_nclasses of the
  * automatic arenas, or tc_node_class(node, c) of node arena a) of the
  * calling thread's CPU was empty or locked: a block of that kind

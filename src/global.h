@@ -16,6 +16,11 @@ typedef struct global {
     bool initialized;
     unsigned ncpus;
     unsigned tcache_nclasses;   /* classes 0..n-1 go through thread caches */
+    /* secure mode on CPU caches: its blocks of classes 0..n-1 of the
+     * automatic arenas come from the CPU caches and go back to them
+     * through the quarantine, both on slow paths (docs/design.md, "Misuse
+     * checks"); 0 otherwise */
+    unsigned secure_nclasses;
     pthread_key_t thread_key;   /* its destructor flushes the thread cache */
     uint64_t slot_canary;       /* secure mode: the secret of the slots' canaries (canary.h) */
 } global_t;

@@ -197,8 +197,12 @@ static bool init_locked(void)
     /* junk and zero fill every block on its way in and out, and secure
      * checks every free against its slab at once: their blocks take the
      * slow paths, which thread caches would skip. */
-    g.tcache_nclasses =
-        opt.tcache && !opt.junk && !opt.zero && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
+    bool caching = opt.tcache && !opt.junk && !opt.zero;
+    g.tcache_nclasses = caching && !opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
+    /* secure mode's blocks pass the CPU caches only through its own slow
+     * paths (the quarantine on the way in); the thread caches' fast paths
+     * would skip its checks, so without CPU caches it caches nothing */
+    unsigned secure_classes = caching && opt.secure ? tcache_classes_for(opt.tcache_max) : 0;
     if (opt.secure) {
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
         g.slot_canary = canary_secret();
@@ -210,7 +214,9 @@ static bool init_locked(void)
         (void)prof_init();   /* with a warning, profiling stays off without memory */
     tcache_fill_lookup();
     tcache_init_bin_tags();
-    bool cpu_caches = cpu_caches_init();
+    /* (secure mode leaves node arenas uncached: no node bins) */
+    bool cpu_caches = cpu_caches_init(opt.secure ? secure_classes : g.tcache_nclasses, !opt.secure);
+    g.secure_nclasses = cpu_caches ? secure_classes : 0;
     if (!cpu_caches && prof_on) {
         /* a thread cache's pops would go uncounted (prof.h): profiled
          * threads without CPU caches take the counting slow paths */

@@ -23,11 +23,15 @@ static unsigned next_slot;
 
 /* The block's own pages: the run less its guard page (arena.c). */
 static size_t block_bytes(const span_t *s) { return (s->npages - s->guarded) << LG_PAGE; }
+/* Its run, guard page included: discarded and closed as one (a run filed
+ * clean reads as zero, and the guard keeps what an earlier block wrote
+ * there; one range is one system call each way). */
+static size_t run_bytes(const span_t *s) { return s->npages << LG_PAGE; }
 
 static void release(span_t *s)
 {
     /* access back first: its pages go to the heap usable, or not at all */
-    if (!os_commit((void *)s->start, block_bytes(s)))
+    if (!os_commit((void *)s->start, run_bytes(s)))
         return;
     /* its pages were discarded when it was parked: home as a clean run,
      * counted by the memory limit again only when handed out (charging
@@ -48,7 +52,7 @@ bool quarantine_large_put(span_t *s)
     if (threshold != 0 && (s->npages << LG_PAGE) >= threshold)
         return false;
     __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
-    if (!os_protect_none((void *)s->start, block_bytes(s), true)) {
+    if (!os_protect_none((void *)s->start, run_bytes(s), true)) {
         __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
         return false;
     }
@@ -73,14 +77,20 @@ unsigned quarantine_large_count(void)
 /* ---- small blocks ------------------------------------------------------- */
 
 static void *small_ring[QUARANTINE_SMALL_SLOTS];
-static unsigned small_next;
+/* Each thread puts at its own cursor, which starts at a place of its
+ * own and moves by one slot a put: no counter shared by every free
+ * (one exchange a put, the only write other CPUs see). One thread's
+ * frees leave in the order they came; with several, a block waits
+ * until some thread's cursor comes round to its slot. */
+static __thread unsigned small_cursor;
+static __thread bool small_cursor_set;
 static unsigned char small_junk;   /* the byte free fills with (one for the process) */
 
 static uint32_t *mark_word(void *p) { return (uint32_t *)((char *)p + 8); }
 
 /* Aborts naming call if a byte of p (leaving the ring) is no longer the
- * junk its free wrote, or its mark is gone. */
-static void verify(void *p, const char *call)
+ * junk its free wrote, or its mark is gone; returns p's span. */
+static span_t *verify(void *p, const char *call)
 {
     span_t *s = span_of(p);
     size_t n = slab_usable(s);   /* a multiple of 8: objsize is one of 16 */
@@ -97,6 +107,7 @@ static void verify(void *p, const char *call)
     DPM_ANN_CLOSE(p, n);
     if (!intact)
         dpm_misuse(call, p, "write after free of");
+    return s;
 }
 
 static void release_small(void *p, const char *call)
@@ -105,21 +116,32 @@ static void release_small(void *p, const char *call)
     arena_bin_flush(&p, 1);
 }
 
-bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call)
+bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call, void **out,
+                          span_t **out_span)
 {
     /* a manual arena's reset or destroy takes its slabs back wholesale,
      * with whatever the ring holds; no room for the mark: none such in
      * secure mode */
     if (s->arena->manual || slab_usable(s) < 16)
         return false;
-    small_junk = junk;
+    if (unlikely(small_junk != junk))
+        small_junk = junk;
     DPM_ANN_OPEN(mark_word(p), 4);
     *mark_word(p) = QUARANTINE_MARK;
     DPM_ANN_CLOSE(mark_word(p), 4);
-    unsigned i = __atomic_fetch_add(&small_next, 1, __ATOMIC_RELAXED) % QUARANTINE_SMALL_SLOTS;
+    if (unlikely(!small_cursor_set)) {
+        /* threads' stacks and TLS blocks lie apart: a spread of starts */
+        uintptr_t a = (uintptr_t)&small_cursor;
+        small_cursor = (unsigned)((a >> 12) * 0x9e3779b1u ^ a >> 3);
+        small_cursor_set = true;
+    }
+    unsigned i = small_cursor++ % QUARANTINE_SMALL_SLOTS;
     void *old = __atomic_exchange_n(&small_ring[i], p, __ATOMIC_ACQ_REL);
+    /* the block this thread's next put lets go of, on its way in now */
+    __builtin_prefetch(__atomic_load_n(&small_ring[small_cursor % QUARANTINE_SMALL_SLOTS], __ATOMIC_RELAXED));
+    *out = old;
     if (old != NULL)
-        release_small(old, call);
+        *out_span = verify(old, call);
     return true;
 }
 

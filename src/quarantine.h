@@ -40,9 +40,11 @@ unsigned quarantine_large_count(void);
 #define QUARANTINE_MARK 0x7e3d1f5bu
 
 /* Takes the validated, junk-filled (junk: the byte) slab block p of
- * span s; the block it lets go of is verified and goes home. false if
- * it does not quarantine p (the caller sends it home). */
-bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call);
+ * span s; the block it lets go of, if any, is verified and left in *out
+ * (NULL if none) with its span in *out_span, for the caller to send on.
+ * false if it does not quarantine p (the caller sends it home). */
+bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call, void **out,
+                          span_t **out_span);
 /* Whether p waits in the ring (its mark read, then a look at every slot). */
 bool quarantine_small_holds(const void *p);
 /* Verifies and sends home every block of both rings (malloc_trim, and

@@ -283,8 +283,8 @@ static const span_t *live_block(const void *p)
         return NULL;   /* freed into a thread cache */
     if (s->kind == SPAN_SLAB && s->type_ids != NULL && typed_block_stashed(p, s))
         return NULL;   /* freed into a stash of typed blocks */
-    if (opt.secure && s->kind == SPAN_SLAB && quarantine_small_holds(p))
-        return NULL;   /* freed into secure mode's quarantine */
+    if (opt.secure && s->kind == SPAN_SLAB && secure_block_freed(p, s))
+        return NULL;   /* freed into secure mode's quarantine, or through it into a cache */
     return s;
 }
 

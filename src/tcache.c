@@ -225,7 +225,8 @@ static tcache_t *cache_make(arena_t *arena)
  * until it asks for what only its own cache gives (tcache_make_own). */
 bool tcache_create_for_thread(void)
 {
-    if (tls_state != THREAD_NEW || !opt.tcache || g.tcache_nclasses == 0 || mutex_all_held_here)
+    if (tls_state != THREAD_NEW || !opt.tcache || (g.tcache_nclasses == 0 && g.secure_nclasses == 0) ||
+        mutex_all_held_here)
         return false;
     arena_t *arena = thread_arena();   /* also arms the exit hook */
     if (arena == NULL)
