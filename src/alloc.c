@@ -460,7 +460,7 @@ static void secure_pass_on(void *q, const span_t *s)
 
 bool secure_block_freed(const void *p, const span_t *s)
 {
-    if (quarantine_small_holds(p))
+    if (quarantine_small_holds(p, s))
         return true;
     if (g.secure_nclasses == 0)
         return false;

@@ -28,6 +28,7 @@
 #include "limit_reclaim.h"
 #include "memlimit.h"
 #include "zero_blocks.h"
+#include "quarantine.h"
 #include "anchor_ref.h"
 
 #include <sys/auxv.h>
@@ -206,6 +207,7 @@ static bool init_locked(void)
     if (opt.secure) {
         opt.junk = true;   /* freed blocks are poisoned: use-after-free shows */
         g.slot_canary = canary_secret();
+        quarantine_init();
         (void)zero_blocks_init();   /* without address space, size 0 gets ordinary blocks */
     }
     if (opt.guard_sample != 0)

@@ -15,10 +15,11 @@
 #include "memlimit.h"
 #include "conf.h"
 #include "os.h"
+#include "sizeclass.h"
 
 #include <string.h>
 
-static span_t *ring[QUARANTINE_SLOTS];
+static span_t *large_ring[QUARANTINE_SLOTS];
 static unsigned next_slot;
 
 /* The block's own pages: the run less its guard page (arena.c). */
@@ -60,7 +61,7 @@ bool quarantine_large_put(span_t *s)
      * while parked, though its page heap counts the block as active */
     memlimit_uncharge(block_bytes(s));
     unsigned i = __atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) % QUARANTINE_SLOTS;
-    span_t *old = __atomic_exchange_n(&ring[i], s, __ATOMIC_ACQ_REL);
+    span_t *old = __atomic_exchange_n(&large_ring[i], s, __ATOMIC_ACQ_REL);
     if (old != NULL)
         release(old);
     return true;
@@ -70,21 +71,47 @@ unsigned quarantine_large_count(void)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < QUARANTINE_SLOTS; i++)
-        n += __atomic_load_n(&ring[i], __ATOMIC_RELAXED) != NULL;
+        n += __atomic_load_n(&large_ring[i], __ATOMIC_RELAXED) != NULL;
     return n;
 }
 
 /* ---- small blocks ------------------------------------------------------- */
 
-static void *small_ring[QUARANTINE_SMALL_SLOTS];
-/* Each thread puts at its own cursor, which starts at a place of its
- * own and moves by one slot a put: no counter shared by every free
- * (one exchange a put, the only write other CPUs see). One thread's
- * frees leave in the order they came; with several, a block waits
- * until some thread's cursor comes round to its slot. */
-static __thread unsigned small_cursor;
-static __thread bool small_cursor_set;
+/* Ring r of the small quarantine takes the blocks of small class r, the
+ * last one those of the large classes' aligned slabs (sizeclass.h): its
+ * first ring_len[r] slots of a row of QUARANTINE_SMALL_SLOTS (rows
+ * beyond a ring's length are never touched, so cost no memory). A ring
+ * holds whole blocks of QUARANTINE_SMALL_BYTES (1024 of the smallest
+ * classes): a block waits for that many bytes of later frees of its
+ * class, and the block that leaves, read whole to be verified, was
+ * written recently enough to be in the CPU's caches still. */
+static void *small_rings[QUARANTINE_RINGS][QUARANTINE_SMALL_SLOTS];
+static unsigned ring_len[QUARANTINE_RINGS];
+/* Each thread puts at its own cursor in each ring, which starts at a
+ * place of its own and moves by one slot a put: no counter shared by
+ * every free (one exchange a put, the only write other CPUs see). One
+ * thread's frees of a class leave in the order they came; with several,
+ * a block waits until some thread's cursor comes round to its slot. */
+static __thread unsigned small_cursor[QUARANTINE_RINGS];
+static __thread bool small_cursors_set;
 static unsigned char small_junk;   /* the byte free fills with (one for the process) */
+
+void quarantine_init(void)
+{
+    for (unsigned r = 0; r < QUARANTINE_RINGS; r++) {
+        size_t size = r < NSMALL ? sc_size(r) : SC_ALIGNED_SLAB_MAX;
+        size_t n = QUARANTINE_SMALL_BYTES / size;
+        ring_len[r] = n < QUARANTINE_SMALL_MIN ? QUARANTINE_SMALL_MIN
+                      : n > QUARANTINE_SMALL_SLOTS ? QUARANTINE_SMALL_SLOTS
+                                                   : (unsigned)n;
+    }
+}
+
+static unsigned ring_of(const span_t *s)
+{
+    unsigned c = s->bin->size_class;
+    return c < NSMALL ? c : NSMALL;
+}
 
 static uint32_t *mark_word(void *p) { return (uint32_t *)((char *)p + 8); }
 
@@ -101,8 +128,23 @@ static span_t *verify(void *p, const char *call)
     memcpy(&marked, &mark, sizeof mark);
     const uint64_t *w = p;
     uint64_t diff = (w[0] ^ junk) | (w[1] ^ marked);
-    for (size_t i = 2; i < n / 8; i++)
+    /* four words a step, in two 16-byte vectors (SSE2 on x86-64, NEON on
+     * aarch64): the block is read whole, so a step per word would make
+     * the check cost more than the read */
+    typedef uint64_t words2 __attribute__((vector_size(16)));
+    words2 acc0 = {0, 0}, acc1 = {0, 0}, junk2 = {junk, junk};
+    size_t i = 2, nw = n / 8;
+    for (; i + 4 <= nw; i += 4) {
+        words2 v0, v1;
+        memcpy(&v0, w + i, sizeof v0);
+        memcpy(&v1, w + i + 2, sizeof v1);
+        acc0 |= v0 ^ junk2;
+        acc1 |= v1 ^ junk2;
+    }
+    for (; i < nw; i++)
         diff |= w[i] ^ junk;
+    acc0 |= acc1;
+    diff |= acc0[0] | acc0[1];
     bool intact = diff == 0;
     DPM_ANN_CLOSE(p, n);
     if (!intact)
@@ -129,23 +171,27 @@ bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const ch
     DPM_ANN_OPEN(mark_word(p), 4);
     *mark_word(p) = QUARANTINE_MARK;
     DPM_ANN_CLOSE(mark_word(p), 4);
-    if (unlikely(!small_cursor_set)) {
+    if (unlikely(!small_cursors_set)) {
         /* threads' stacks and TLS blocks lie apart: a spread of starts */
-        uintptr_t a = (uintptr_t)&small_cursor;
-        small_cursor = (unsigned)((a >> 12) * 0x9e3779b1u ^ a >> 3);
-        small_cursor_set = true;
+        uintptr_t a = (uintptr_t)small_cursor;
+        for (unsigned r = 0; r < QUARANTINE_RINGS; r++)
+            small_cursor[r] = (unsigned)(((a >> 12) + r) * 0x9e3779b1u ^ a >> 3);
+        small_cursors_set = true;
     }
-    unsigned i = small_cursor++ % QUARANTINE_SMALL_SLOTS;
-    void *old = __atomic_exchange_n(&small_ring[i], p, __ATOMIC_ACQ_REL);
-    /* the block this thread's next put lets go of, on its way in now */
-    __builtin_prefetch(__atomic_load_n(&small_ring[small_cursor % QUARANTINE_SMALL_SLOTS], __ATOMIC_RELAXED));
+    unsigned r = ring_of(s), len = ring_len[r];
+    void **ring = small_rings[r];
+    unsigned i = small_cursor[r]++ % len;
+    void *old = __atomic_exchange_n(&ring[i], p, __ATOMIC_ACQ_REL);
+    /* the block this thread's next put of the class lets go of, on its
+     * way in now */
+    __builtin_prefetch(__atomic_load_n(&ring[small_cursor[r] % len], __ATOMIC_RELAXED));
     *out = old;
     if (old != NULL)
         *out_span = verify(old, call);
     return true;
 }
 
-bool quarantine_small_holds(const void *p)
+bool quarantine_small_holds(const void *p, const span_t *s)
 {
     uint32_t *w = mark_word((void *)p);
     DPM_ANN_KEY_PEEK((void *)p);
@@ -153,8 +199,9 @@ bool quarantine_small_holds(const void *p)
     DPM_ANN_KEY_UNPEEK((void *)p);
     if (!marked)
         return false;
-    for (unsigned i = 0; i < QUARANTINE_SMALL_SLOTS; i++)
-        if (__atomic_load_n(&small_ring[i], __ATOMIC_RELAXED) == p)
+    unsigned r = ring_of(s);
+    for (unsigned i = 0; i < ring_len[r]; i++)
+        if (__atomic_load_n(&small_rings[r][i], __ATOMIC_RELAXED) == p)
             return true;
     return false;
 }
@@ -162,13 +209,14 @@ bool quarantine_small_holds(const void *p)
 unsigned quarantine_drain(const char *call)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < QUARANTINE_SMALL_SLOTS; i++) {
-        void *p = __atomic_exchange_n(&small_ring[i], NULL, __ATOMIC_ACQ_REL);
-        if (p != NULL)
-            release_small(p, call);
-    }
+    for (unsigned r = 0; r < QUARANTINE_RINGS; r++)
+        for (unsigned i = 0; i < ring_len[r]; i++) {
+            void *p = __atomic_exchange_n(&small_rings[r][i], NULL, __ATOMIC_ACQ_REL);
+            if (p != NULL)
+                release_small(p, call);
+        }
     for (unsigned i = 0; i < QUARANTINE_SLOTS; i++) {
-        span_t *s = __atomic_exchange_n(&ring[i], NULL, __ATOMIC_ACQ_REL);
+        span_t *s = __atomic_exchange_n(&large_ring[i], NULL, __ATOMIC_ACQ_REL);
         if (s != NULL)
             release(s), n++;
     }

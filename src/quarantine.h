@@ -17,6 +17,7 @@
 #include <stdbool.h>
 
 #include "span.h"
+#include "sizeclass.h"
 
 #define QUARANTINE_SLOTS 64
 
@@ -28,25 +29,33 @@ bool quarantine_large_put(span_t *s);
 /* Blocks in the ring now (tests, stats). */
 unsigned quarantine_large_count(void);
 
-/* Secure mode's ring of freed small blocks: a freed block of an
- * automatic arena, junk-filled
- * (every usable byte junk, bytes 8..11 the mark below), waits in a ring
- * of QUARANTINE_SMALL_SLOTS blocks before it goes home; when it leaves,
- * a byte that is no longer junk aborts ("write after free of", naming
- * the call that pushed it out), and while it waits a second free,
- * realloc or malloc_usable_size finds it by its mark and a look in the
- * ring. */
+/* Secure mode's rings of freed small blocks: a freed block of an
+ * automatic arena, junk-filled (every usable byte junk, bytes 8..11 the
+ * mark below), waits in its class's ring before it goes on (home, or a
+ * CPU's cache); when it leaves, a byte that is no longer junk aborts
+ * ("write after free of", naming the call that pushed it out), and while
+ * it waits a second free, realloc or malloc_usable_size finds it by its
+ * mark and a look in its ring. A ring has QUARANTINE_SMALL_BYTES of its
+ * class's blocks, at least QUARANTINE_SMALL_MIN and at most
+ * QUARANTINE_SMALL_SLOTS; one more ring takes the large classes' aligned
+ * slabs (up to 64 KiB blocks, QUARANTINE_SMALL_MIN of them). */
 #define QUARANTINE_SMALL_SLOTS 1024
+#define QUARANTINE_SMALL_MIN 16
+#define QUARANTINE_SMALL_BYTES ((size_t)256 << 10)
+#define QUARANTINE_RINGS (NSMALL + 1)
 #define QUARANTINE_MARK 0x7e3d1f5bu
 
+/* At init, in secure mode: the rings' lengths. */
+void quarantine_init(void);
 /* Takes the validated, junk-filled (junk: the byte) slab block p of
  * span s; the block it lets go of, if any, is verified and left in *out
  * (NULL if none) with its span in *out_span, for the caller to send on.
  * false if it does not quarantine p (the caller sends it home). */
 bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call, void **out,
                           span_t **out_span);
-/* Whether p waits in the ring (its mark read, then a look at every slot). */
-bool quarantine_small_holds(const void *p);
+/* Whether p, a block of slab s, waits in its ring (its mark read, then
+ * a look at every slot of its class's ring). */
+bool quarantine_small_holds(const void *p, const span_t *s);
 /* Verifies and sends home every block of both rings (malloc_trim, and
  * a large allocation that failed); returns how many large blocks went
  * (the address space a retry may use). */
