@@ -458,16 +458,11 @@ static void secure_pass_on(void *q, const span_t *s)
     arena_bin_flush(&q, 1);
 }
 
-bool secure_block_freed(const void *p, const span_t *s)
+bool secure_block_freed_lookup(const void *p, const span_t *s, uint32_t word)
 {
-    if (quarantine_small_holds(p, s))
-        return true;
-    if (g.secure_nclasses == 0)
-        return false;
-    DPM_ANN_KEY_PEEK((void *)p);
-    bool keyed = *tc_key_word((void *)p) == TC_FREE_KEY;
-    DPM_ANN_KEY_UNPEEK((void *)p);
-    return keyed && cpu_caches_hold(p, s->bin->size_class);
+    if (word == QUARANTINE_MARK)
+        return quarantine_small_holds(p, s);
+    return g.secure_nclasses != 0 && cpu_caches_hold(p, s->bin->size_class);
 }
 
 /* Sends a validated block back to its slab or page heap, past any cache
@@ -799,8 +794,8 @@ static DPM_NOINLINE void *secure_front_alloc(size_t size)
         return alloc_slow(size);
     if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
         background_maybe_start();
-    void *p = maybe_guarded(size, 1);
-    if (p != NULL)
+    void *p;
+    if (unlikely(opt.guard_sample != 0) && (p = maybe_guarded(size, 1)) != NULL)
         return thread_count_alloc_block(p);
     if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
         p = cpu_handout(p);

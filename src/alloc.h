@@ -170,8 +170,17 @@ DPM_INLINE bool typed_block_stashed(const void *p, const span_t *s)
     return __atomic_load_n(&s->type_ids[span_index_of(s, (uintptr_t)p)], __ATOMIC_RELAXED) == 0;
 }
 /* Secure mode: whether slab block p of span s was freed: it waits in
- * the quarantine or, having left it, in a CPU or transfer cache. */
-bool secure_block_freed(const void *p, const span_t *s);
+ * the quarantine (its bytes 8..11 hold the quarantine's mark) or, having
+ * left it, in a CPU or transfer cache (they hold the free key); a live
+ * block that holds either value is looked up, never reported. */
+bool secure_block_freed_lookup(const void *p, const span_t *s, uint32_t word);
+DPM_INLINE bool secure_block_freed(const void *p, const span_t *s)
+{
+    DPM_ANN_KEY_PEEK((void *)p);
+    uint32_t word = *tc_key_word((void *)p);
+    DPM_ANN_KEY_UNPEEK((void *)p);
+    return unlikely(word == QUARANTINE_MARK || word == TC_FREE_KEY) && secure_block_freed_lookup(p, s, word);
+}
 DPM_INLINE void check_not_cached(void *p, const span_t *s, const char *call, const char *what)
 {
     if (s->tcache_class != TC_NONE) {

@@ -100,10 +100,11 @@ void quarantine_init(void)
 {
     for (unsigned r = 0; r < QUARANTINE_RINGS; r++) {
         size_t size = r < NSMALL ? sc_size(r) : SC_ALIGNED_SLAB_MAX;
-        size_t n = QUARANTINE_SMALL_BYTES / size;
-        ring_len[r] = n < QUARANTINE_SMALL_MIN ? QUARANTINE_SMALL_MIN
-                      : n > QUARANTINE_SMALL_SLOTS ? QUARANTINE_SMALL_SLOTS
-                                                   : (unsigned)n;
+        /* a power of two (a mask, not a division, per put) */
+        unsigned n = QUARANTINE_SMALL_MIN;
+        while (n < QUARANTINE_SMALL_SLOTS && 2 * n * size <= QUARANTINE_SMALL_BYTES)
+            n *= 2;
+        ring_len[r] = n;
     }
 }
 
@@ -178,13 +179,13 @@ bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const ch
             small_cursor[r] = (unsigned)(((a >> 12) + r) * 0x9e3779b1u ^ a >> 3);
         small_cursors_set = true;
     }
-    unsigned r = ring_of(s), len = ring_len[r];
+    unsigned r = ring_of(s), mask = ring_len[r] - 1;
     void **ring = small_rings[r];
-    unsigned i = small_cursor[r]++ % len;
+    unsigned i = small_cursor[r]++ & mask;
     void *old = __atomic_exchange_n(&ring[i], p, __ATOMIC_ACQ_REL);
     /* the block this thread's next put of the class lets go of, on its
      * way in now */
-    __builtin_prefetch(__atomic_load_n(&ring[small_cursor[r] % len], __ATOMIC_RELAXED));
+    __builtin_prefetch(__atomic_load_n(&ring[(i + 1) & mask], __ATOMIC_RELAXED));
     *out = old;
     if (old != NULL)
         *out_span = verify(old, call);

@@ -35,10 +35,11 @@ unsigned quarantine_large_count(void);
  * CPU's cache); when it leaves, a byte that is no longer junk aborts
  * ("write after free of", naming the call that pushed it out), and while
  * it waits a second free, realloc or malloc_usable_size finds it by its
- * mark and a look in its ring. A ring has QUARANTINE_SMALL_BYTES of its
- * class's blocks, at least QUARANTINE_SMALL_MIN and at most
- * QUARANTINE_SMALL_SLOTS; one more ring takes the large classes' aligned
- * slabs (up to 64 KiB blocks, QUARANTINE_SMALL_MIN of them). */
+ * mark and a look in its ring. A ring has as many of its class's blocks
+ * as fit QUARANTINE_SMALL_BYTES, rounded down to a power of two, at
+ * least QUARANTINE_SMALL_MIN and at most QUARANTINE_SMALL_SLOTS; one
+ * more ring takes the large classes' aligned slabs (up to 64 KiB blocks,
+ * QUARANTINE_SMALL_MIN of them). */
 #define QUARANTINE_SMALL_SLOTS 1024
 #define QUARANTINE_SMALL_MIN 16
 #define QUARANTINE_SMALL_BYTES ((size_t)256 << 10)
