@@ -334,6 +334,92 @@ static void test_random_slots(void)
     CHECK(in_order < N / 4, "%d of %d blocks followed the one before", in_order, N - 1);
 }
 
+/* ---- small blocks past the quarantine: the CPU caches (mode cpu) ---- */
+/* 100 frees of one class more than its ring holds (1024 blocks of 64
+ * bytes): the first 100 have left the ring, verified, for a CPU's cache,
+ * where they all fit (mode cpu), or their slab (mode thread). */
+#define PAST_RING (1024 + 100)
+static void *freed_past_ring(size_t size)
+{
+    static void *blocks[PAST_RING];
+    for (int i = 0; i < PAST_RING; i++)
+        blocks[i] = dpm_malloc(size);
+    for (int i = 0; i < PAST_RING; i++)
+        dpm_free(blocks[i]);
+    return blocks[0];
+}
+
+static void double_free_past_quarantine(void) { dpm_free(keep = freed_past_ring(64)); }
+
+static void usable_size_past_quarantine(void)
+{
+    void *p = freed_past_ring(64);
+    fprintf(stderr, "usable %zu\n", dpm_usable_size(keep = p));
+}
+
+static void realloc_past_quarantine(void) { keep = dpm_realloc(freed_past_ring(64), 200); }
+
+/* a block handed out again from a CPU's cache keeps its slot's canary */
+static void overflow_reused_block(void)
+{
+    (void)freed_past_ring(64);
+    char *p = dpm_malloc(64);
+    p[dpm_usable_size(p)] ^= 0x40;
+    dpm_free(keep = p);
+}
+
+static size_t stat_size(const char *name)
+{
+    uint64_t e = 1;
+    size_t v = 0, len = sizeof e;
+    dpm_ctl("epoch", &e, &len, &e, sizeof e);
+    len = sizeof v;
+    CHECK(dpm_ctl(name, &v, &len, NULL, 0) == 0, "%s", name);
+    return v;
+}
+
+static void test_past_quarantine(void)
+{
+    const char *front = NULL;
+    size_t len = sizeof front;
+    CHECK(dpm_ctl("stats.front_end", &front, &len, NULL, 0) == 0 && front != NULL, "stats.front_end");
+    /* in mode cpu the blocks that left the quarantine wait in the CPU
+     * caches, and malloc takes them from there; without CPU caches
+     * (percpu:false) they go home */
+    dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
+    CHECK(stat_size("stats.cpu_cache_bytes") + stat_size("stats.transfer_bytes") == 0, "caches not empty after purge");
+    (void)freed_past_ring(64);
+    size_t cached = stat_size("stats.cpu_cache_bytes") + stat_size("stats.transfer_bytes");
+    if (front != NULL && strcmp(front, "cpu") == 0)
+        CHECK(cached >= 64 * 100, "front end cpu: %zu bytes cached after %d frees", cached, PAST_RING);
+    else
+        CHECK(cached == 0, "front end %s: %zu bytes cached", front, cached);
+    /* every block of a round of mallocs is live and distinct, whichever
+     * cache it came from */
+    static char *blocks[PAST_RING];
+    for (int i = 0; i < PAST_RING; i++) {
+        blocks[i] = dpm_malloc(64);
+        memset(blocks[i], i & 0xff, 64);
+    }
+    for (int i = 0; i < PAST_RING; i++) {
+        for (int j = 0; j < 64; j++)
+            if ((unsigned char)blocks[i][j] != (i & 0xff)) {
+                CHECK(0, "block %d byte %d changed: handed out twice", i, j);
+                break;
+            }
+        dpm_free(blocks[i]);
+    }
+    /* found in a CPU's cache; in mode thread the block went home, where
+     * its slab may be gone with it (then "invalid pointer") */
+    bool cpu = front != NULL && strcmp(front, "cpu") == 0;
+    expect_abort(double_free_past_quarantine, cpu ? "free(): double free of" : "free(): ");
+    expect_abort(usable_size_past_quarantine, cpu ? "dpm_usable_size(): use after free of" : "dpm_usable_size(): ");
+    expect_abort(realloc_past_quarantine, cpu ? "realloc(): use after free of" : "realloc(): ");
+    expect_abort(overflow_reused_block, "write past the end");
+    dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
+    CHECK(stat_size("stats.cpu_cache_bytes") + stat_size("stats.transfer_bytes") == 0, "purge left blocks cached");
+}
+
 static void test_small_quarantine(void)
 {
     /* a live block that holds the mark's value is no freed block */
@@ -532,6 +618,7 @@ static void test_secure(void)
     test_zero_size_blocks();
     test_small_canaries();
     test_small_quarantine();
+    test_past_quarantine();
     test_random_slots();
     test_large_guards();
     test_address_space();
