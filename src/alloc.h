@@ -30,8 +30,10 @@
  * Every block handed to a caller, and every block a caller gives back,
  * is counted once, in usable bytes, in the calling thread's tls_thread:
  * the fast paths add the size they have at hand (a CPU bin's usable
- * field, the class's size, the span's objsize: caching is off in secure
- * mode, so no canary is involved there), every other path counts at one
+ * field, the class's size, the span's objsize: secure mode's blocks,
+ * whose canary is not the caller's, never take the fast paths; its own
+ * path, secure_front_alloc, counts the class less the canary), every
+ * other path counts at one
  * point on its way out: alloc_slow, alloc_front_miss, alloc_at_low_water,
  * aligned_at_impl, calloc's and realloc's own blocks, the arena's blocks
  * (arena_block), the off-map blocks' free, free_slow_counted. Functions
@@ -146,7 +148,7 @@ DPM_INLINE void *thread_alloc_fast(size_t size)
         counter_bump_fast(&b->nrequests);
 #endif
         /* the class's size at the same offset in sc_table (no canary:
-         * no caching in secure mode) */
+         * secure mode caches nothing in thread caches) */
         thread_count_alloc(*(const size_t *)((const char *)sc_table + off));
         return p;
     }
