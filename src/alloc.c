@@ -80,6 +80,7 @@ static unsigned request_class(size_t size);
 static unsigned request_class_aligned(size_t size, size_t align);
 
 #define PROF_NO_CLASS 0xffu
+static bool secure_slab_class(unsigned c);
 /* The slab class (small, or an aligned slab's special bin) that the same
  * request takes unsampled, by the choice of aligned_at_raw (the caches)
  * or of arena_block_raw (arena_path: an arena's bins, past the caches);
@@ -101,7 +102,7 @@ static unsigned prof_unsampled_class(size_t size, size_t align, size_t off, bool
         if (c >= NSMALL && sc_size(c) <= SC_ALIGNED_SLAB_MAX && c < PROF_NO_CLASS)
             return c;
     }
-    return c < NSMALL ? c : PROF_NO_CLASS;
+    return c < NSMALL || (secure_slab_class(c) && arena_path == false) ? c : PROF_NO_CLASS;
 }
 
 static DPM_NOINLINE void *prof_sampled_typed(arena_t *a, size_t size, size_t align, size_t off, bool zero,
@@ -218,6 +219,17 @@ static size_t slot_bytes(size_t size)
 static unsigned request_class(size_t size) { return sc_of_size(slot_bytes(size)); }
 static unsigned request_class_aligned(size_t size, size_t align) { return sc_of_size_aligned(slot_bytes(size), align); }
 
+/* Secure mode takes the large classes up to 64 KiB from their slabs (the
+ * aligned requests' special bins, sizeclass.h) for every request: a
+ * canary and the small quarantine guard them, where a page run's guard
+ * page and quarantine without access cost four system calls and its
+ * pages' faults a block. */
+static bool secure_slab_class(unsigned c)
+{
+    return unlikely(opt.secure) && c >= NSMALL && c < NCLASSES && sc_size(c) <= SC_ALIGNED_SLAB_MAX;
+}
+static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero);
+
 /* With guard_sample: the sampled allocation of this slow path (weight:
  * the blocks it hands out or refills) from a guarded slot, or NULL. */
 static void *maybe_guarded(size_t size, unsigned weight)
@@ -318,6 +330,14 @@ static void *alloc_slow_plain(size_t size)
     }
     if ((sampled = maybe_guarded(size, 1)) != NULL)
         return sampled;
+    if (secure_slab_class(c)) {
+        void *p = phased_small(c, size, 0, opt.zero);
+        if (p == NULL)
+            return fail_nomem();
+        if (!opt.zero)
+            memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
+        return p;
+    }
     if (c >= NSMALL && tls_state == THREAD_CACHED) {
         void *p = large_cache_take(thread_arena(), size, c);
         if (p != NULL)
@@ -332,7 +352,8 @@ static void *alloc_slow_plain(size_t size)
 static DPM_NOINLINE void *prof_sampled_slow(size_t size)
 {
     void *p;
-    if (request_class(size) < NSMALL && (p = prof_sampled(size, 1, 0, false)) != NULL)
+    if ((request_class(size) < NSMALL || secure_slab_class(request_class(size))) &&
+        (p = prof_sampled(size, 1, 0, false)) != NULL)
         return p;
     p = alloc_slow_plain(size);
     prof_record_large(p, size);
@@ -423,7 +444,9 @@ static void check_canary(const void *p, const span_t *s, const char *call)
         return;
     uint64_t *w = canary_word(s, p);
     DPM_ANN_OPEN(w, CANARY_BYTES);
-    bool intact = *w == canary_of(p);
+    uint64_t seen;
+    memcpy(&seen, w, sizeof seen);   /* a phased block's slot may start at any byte */
+    bool intact = seen == canary_of(p);
     DPM_ANN_CLOSE(w, CANARY_BYTES);
     if (!intact)
         dpm_misuse(call, p, "write past the end (canary overwritten) of");
@@ -438,6 +461,21 @@ static void free_scrub(void *p, const span_t *s)
     DPM_ANN_CLOSE(p, span_usable(s));
 }
 
+/* Secure mode's random numbers for placing blocks (xorshift64*, per
+ * thread, seeded from the canary secret and the thread's own address). */
+static __thread uint64_t secure_rng;
+static uint32_t secure_random(void)
+{
+    uint64_t x = secure_rng;
+    if (unlikely(x == 0))
+        x = (g.slot_canary ^ (uintptr_t)&secure_rng) | 1;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    secure_rng = x;
+    return (uint32_t)((x * 0x2545f4914f6cdd1dull) >> 32);
+}
+
 /* Secure mode: the block q of span s, verified as it left the
  * quarantine, goes to the CPU's cache if the CPU caches take its class
  * (g.secure_nclasses: a class bin of an automatic arena, as their fills
@@ -447,14 +485,20 @@ static void secure_pass_on(void *q, const span_t *s)
 {
     unsigned c = s->bin->size_class;
     const arena_t *a = s->arena;
-    if (c < g.secure_nclasses && s->bin == &a->bins[c] && !a->manual && a->node < 0) {
+    /* (prof:true and numa:true threads pop no CPU cache: home) */
+    if (c < g.secure_nclasses && s->bin == &a->bins[c] && !a->manual && a->node < 0 && !prof_on && !opt.numa) {
         DPM_ANN_OPEN_KEY(q);
         *tc_key_word(q) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(q);
-        if (!cpu_cache_push(cpu_cache_table, (c + 1) * sizeof(cpu_bin_t), q))
-            cpu_cache_free_full(q, c);
+        /* at a random place in the bin, not on top, where the next
+         * malloc of the class would take it: which freed block comes back
+         * next does not follow from the order of frees */
+        cpu_cache_put_shuffled(q, c, secure_random());
         return;
     }
+    DPM_ANN_OPEN_KEY(q);
+    memset(tc_key_word(q), JUNK_FREE, 4);   /* the mark goes (secure_front_alloc) */
+    DPM_ANN_CLOSE_KEY(q);
     arena_bin_flush(&q, 1);
 }
 
@@ -797,10 +841,23 @@ static DPM_NOINLINE void *secure_front_alloc(size_t size)
     void *p;
     if (unlikely(opt.guard_sample != 0) && (p = maybe_guarded(size, 1)) != NULL)
         return thread_count_alloc_block(p);
-    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p))
+    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p)) {
+        /* every way out of the quarantine overwrites its mark, so a
+         * cached block that holds it was freed again (its key
+         * overwritten first, or while it left the ring): it waits in the
+         * quarantine too */
+        void *q = cpu_slot_block(p);
+        DPM_ANN_KEY_PEEK(q);
+        bool requarantined = *tc_key_word(q) == QUARANTINE_MARK;
+        DPM_ANN_KEY_UNPEEK(q);
+        if (unlikely(requarantined))
+            dpm_misuse("malloc", q, "double free of");
         p = cpu_handout(p);
-    else if ((p = cpu_cache_alloc_miss(thread_arena(), c)) == NULL)
+    } else if ((p = cpu_cache_alloc_miss(thread_arena(), c)) == NULL) {
         return fail_nomem();
+    }
+    DPM_ANN_OPEN(p, size);
+    memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
     thread_count_alloc(sc_size(c) - CANARY_BYTES);
     return p;
 }
@@ -864,7 +921,7 @@ void *calloc_impl(size_t n, size_t size)
     size_t total;
     if (unlikely(__builtin_mul_overflow(n, size, &total)))
         return fail_nomem();
-    if (total <= SMALL_MAX) {
+    if (total <= SMALL_MAX || (unlikely(opt.secure) && total <= SC_ALIGNED_SLAB_MAX)) {   /* (secure_slab_class) */
         void *p = alloc_fast(total);
         DPM_ANN_OPEN(p, total);
         if (p != NULL)
@@ -1259,6 +1316,15 @@ static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero,
         /* cached large classes are page aligned, so they serve too */
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
+        /* (objects of these slabs are page aligned) */
+        if (secure_slab_class(c) && off == 0) {
+            void *p = phased_small(c, size, 0, zero);
+            if (p == NULL)
+                return fail_nomem();
+            if (!zero && !opt.zero)
+                memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
+            return p;
+        }
         if (c < NSMALL) {
             uint32_t phase = (uint32_t)((align - off) & (align - 1));
             void *p = phased_small(c, size, phase, zero);
@@ -1516,7 +1582,7 @@ DPM_EXPORT size_t dpm_good_size(size_t size)
         return 0;
     if (size == 0 && unlikely(opt.secure) && zero_blocks_available())
         return 0;   /* a zero-size block has no usable byte */
-    if (size <= SMALL_MAX && request_class(size) < NSMALL)
+    if (size <= SC_ALIGNED_SLAB_MAX && (request_class(size) < NSMALL || secure_slab_class(request_class(size))))
         return sc_size(request_class(size)) - canary_bytes();
     return arena_large_usable(size, 0);
 }
@@ -1534,7 +1600,7 @@ size_t aligned_usable_impl(size_t size, size_t align)
     if (align <= PAGE) {
         unsigned plain = request_class(size);
         unsigned c = (sc_size(plain) & (align - 1)) == 0 ? plain : request_class_aligned(size, align);
-        if (c < NSMALL)
+        if (c < NSMALL || secure_slab_class(c))
             return sc_size(c) - canary_bytes();
         if (c < g.tcache_nclasses)   /* a cached large class */
             return sc_size(c);

@@ -232,7 +232,8 @@ unsigned bin_take(bin_t *bin, void **out, unsigned want, uint8_t *keyed)
             for (unsigned i = n; i < n + got; i++) {
                 uint64_t *w = canary_word(s, out[i]);
                 DPM_ANN_OPEN(w, CANARY_BYTES);
-                *w = canary_of(out[i]);
+                uint64_t v = canary_of(out[i]);
+                memcpy(w, &v, sizeof v);   /* a phased slot may start at any byte */
                 DPM_ANN_CLOSE(w, CANARY_BYTES);
             }
         n += got;

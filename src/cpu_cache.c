@@ -559,6 +559,31 @@ void cpu_cache_free_full(void *p, unsigned k)
     }
 }
 
+void cpu_cache_put_shuffled(void *p, unsigned c, uint32_t rnd)
+{
+    cpu_cache_t *cc = lock_here_made();
+    if (cc == NULL) {
+        arena_bin_flush(&p, 1);   /* locked by a drain: straight home */
+        return;
+    }
+    cpu_bin_t *b = locked_bin(cc, c);
+    if (b->head == b->low) {
+        unlock(cc);
+        cpu_cache_free_full(p, c);
+        return;
+    }
+    __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
+    /* place j of the count + 1 from the new top: the block there moves
+     * to the new top, p takes its place */
+    void **h = b->head - 1;
+    unsigned j = (unsigned)(((uint64_t)rnd * (uint64_t)(b->top - h)) >> 32);
+    *h = j == 0 ? p : h[j];
+    if (j != 0)
+        h[j] = p;
+    __atomic_store_n(&b->head, h, __ATOMIC_RELEASE);
+    unlock(cc);
+}
+
 /* ---- drain --------------------------------------------------------------- */
 
 #define DRAIN_CHUNK 128   /* on the stack: see CPU_CHUNK */

@@ -268,6 +268,12 @@ void *cpu_cache_phased_miss(bin_t *bin);
  * (classes, nodes) or home (phased tags), or gives it to the transfer
  * cache (another node's block), or sends it home. */
 void cpu_cache_free_full(void *p, unsigned k);
+/* Puts p (holding the free key) into the bin of cached class c of the
+ * calling thread's CPU at a place that rnd picks among the bin's blocks
+ * and its new top, under the cache's lock (secure mode: a block that
+ * left the quarantine is not the next one handed out); a full or locked
+ * bin takes it as cpu_cache_free_full does. */
+void cpu_cache_put_shuffled(void *p, unsigned c, uint32_t rnd);
 /* Sends every block of every CPU cache (idle_only: of caches that took
  * no slow path since the previous such call) home through the transfer
  * caches' drain; returns the bytes. Any thread; waits for busy caches

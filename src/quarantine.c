@@ -87,13 +87,13 @@ unsigned quarantine_large_count(void)
  * written recently enough to be in the CPU's caches still. */
 static void *small_rings[QUARANTINE_RINGS][QUARANTINE_SMALL_SLOTS];
 static unsigned ring_len[QUARANTINE_RINGS];
-/* Each thread puts at its own cursor in each ring, which starts at a
- * place of its own and moves by one slot a put: no counter shared by
- * every free (one exchange a put, the only write other CPUs see). One
- * thread's frees of a class leave in the order they came; with several,
- * a block waits until some thread's cursor comes round to its slot. */
-static __thread unsigned small_cursor[QUARANTINE_RINGS];
-static __thread bool small_cursors_set;
+/* Each ring's next slot, shared by every thread (one line each): a
+ * block waits for exactly ring_len later puts of its class, whichever
+ * threads make them (a cursor per thread let a new thread, or one in
+ * step with another, push a block out at its next put). */
+static struct {
+    unsigned next;
+} CACHE_ALIGNED ring_next[QUARANTINE_RINGS];
 static unsigned char small_junk;   /* the byte free fills with (one for the process) */
 
 void quarantine_init(void)
@@ -156,6 +156,10 @@ static span_t *verify(void *p, const char *call)
 static void release_small(void *p, const char *call)
 {
     verify(p, call);
+    /* no block outside the rings holds the mark (secure_front_alloc) */
+    DPM_ANN_OPEN(mark_word(p), 4);
+    memset(mark_word(p), small_junk, 4);
+    DPM_ANN_CLOSE(mark_word(p), 4);
     arena_bin_flush(&p, 1);
 }
 
@@ -172,16 +176,9 @@ bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const ch
     DPM_ANN_OPEN(mark_word(p), 4);
     *mark_word(p) = QUARANTINE_MARK;
     DPM_ANN_CLOSE(mark_word(p), 4);
-    if (unlikely(!small_cursors_set)) {
-        /* threads' stacks and TLS blocks lie apart: a spread of starts */
-        uintptr_t a = (uintptr_t)small_cursor;
-        for (unsigned r = 0; r < QUARANTINE_RINGS; r++)
-            small_cursor[r] = (unsigned)(((a >> 12) + r) * 0x9e3779b1u ^ a >> 3);
-        small_cursors_set = true;
-    }
     unsigned r = ring_of(s), mask = ring_len[r] - 1;
     void **ring = small_rings[r];
-    unsigned i = small_cursor[r]++ & mask;
+    unsigned i = __atomic_fetch_add(&ring_next[r].next, 1, __ATOMIC_RELAXED) & mask;
     void *old = __atomic_exchange_n(&ring[i], p, __ATOMIC_ACQ_REL);
     /* the block this thread's next put of the class lets go of, on its
      * way in now */

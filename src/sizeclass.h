@@ -78,7 +78,8 @@ DPM_INLINE size_t sc_slab_align(unsigned c) { return sc_obj_align(c) > PAGE ? sc
  * page, size and alignment at most 64 KiB): 4-16 objects per 256 KiB slab,
  * aligned to the class's power-of-two factor, per span descriptor and
  * carve, where a page run takes one each. malloc(16384) stays a page run,
- * which realloc can grow in place. */
+ * which realloc can grow in place (but for secure mode, whose page runs
+ * cost a guard page and system calls: alloc.c, secure_slab_class). */
 #define SC_ALIGNED_SLAB_PAGES SLAB_MAX_PAGES
 #define SC_ALIGNED_SLAB_MAX ((size_t)65536)
 

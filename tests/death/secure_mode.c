@@ -22,6 +22,8 @@
  * (DPMALLOC_CONF=hugepages:true, argument "hugepages").
  */
 #include <dpmalloc.h>
+#include <pthread.h>
+#include <sched.h>
 #include <dpmalloc/rte_compat.h>
 #include <sys/resource.h>
 #include <signal.h>
@@ -342,6 +344,8 @@ static void test_random_slots(void)
 static void *freed_past_ring(size_t size)
 {
     static void *blocks[PAST_RING];
+    /* empty rings and caches: the 100 fit the CPU's bin (no spill) */
+    dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
     for (int i = 0; i < PAST_RING; i++)
         blocks[i] = dpm_malloc(size);
     for (int i = 0; i < PAST_RING; i++)
@@ -366,6 +370,91 @@ static void overflow_reused_block(void)
     char *p = dpm_malloc(64);
     p[dpm_usable_size(p)] ^= 0x40;
     dpm_free(keep = p);
+}
+
+/* Stays on the CPU it runs on: what it frees and then allocates meets in
+ * one CPU's cache. */
+static void pin_here(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(sched_getcpu(), &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+/* A block that left the quarantine for a CPU's cache, its free key
+ * overwritten by a write after free, then freed again: the second free
+ * cannot tell (no mark, no key), but the quarantine's mark it writes is
+ * found when the cache hands the block out: no block is handed out
+ * twice. */
+static void double_free_key_overwritten(void)
+{
+    pin_here();
+    static char *blocks[1024 + 64];
+    for (int i = 0; i < 1024 + 64; i++)
+        blocks[i] = dpm_malloc(40);
+    char *p = blocks[0];
+    for (int i = 0; i < 1024 + 64; i++)
+        dpm_free(blocks[i]);   /* p left the ring at the 1024th after it */
+    memset(p + 8, 0x77, 4);    /* over the free key */
+    dpm_free(p);               /* unnoticed here */
+    for (int i = 0; i < 2048; i++)
+        keep = dpm_malloc(40);
+    fprintf(stderr, "no abort\n");
+}
+
+/* Threads that come and go share the quarantine's order: a block waits
+ * for 1024 later frees of its class, whichever threads make them. */
+static void *free_one(void *arg)
+{
+    dpm_free(arg);
+    return NULL;
+}
+static void *free_some(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 10; i++)
+        dpm_free(dpm_malloc(40));
+    return NULL;
+}
+
+static void test_quarantine_order(void)
+{
+    void *p = dpm_malloc(40);
+    pthread_t t;
+    pthread_create(&t, NULL, free_one, p);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 3; i++) {
+        pthread_create(&t, NULL, free_some, NULL);
+        pthread_join(t, NULL);
+    }
+    static void *blocks[600];
+    int seen = 0;
+    for (int i = 0; i < 600; i++)
+        seen += (blocks[i] = dpm_malloc(40)) == p;
+    CHECK(seen == 0, "a block freed 30 frees ago was handed out again");
+    for (int i = 0; i < 600; i++)
+        dpm_free(blocks[i]);
+}
+
+/* The block that leaves the quarantine goes to a random place in its
+ * CPU's bin: the next malloc of its class returns it about once in the
+ * bin's count, not always. */
+static void test_reuse_order(void)
+{
+    pin_here();
+    static void *blocks[1025];
+    int next_is_p = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        for (int i = 0; i < 1025; i++)
+            blocks[i] = dpm_malloc(40);
+        for (int i = 0; i < 1025; i++)
+            dpm_free(blocks[i]);   /* blocks[0] leaves at the last */
+        void *q = dpm_malloc(40);
+        next_is_p += q == blocks[0];
+        dpm_free(q);
+    }
+    CHECK(next_is_p <= 20, "the block that left the quarantine came next %d times of 40", next_is_p);
 }
 
 static size_t stat_size(const char *name)
@@ -416,6 +505,11 @@ static void test_past_quarantine(void)
     expect_abort(usable_size_past_quarantine, cpu ? "dpm_usable_size(): use after free of" : "dpm_usable_size(): ");
     expect_abort(realloc_past_quarantine, cpu ? "realloc(): use after free of" : "realloc(): ");
     expect_abort(overflow_reused_block, "write past the end");
+    if (cpu) {
+        expect_abort(double_free_key_overwritten, "malloc(): double free of");
+        test_reuse_order();
+    }
+    test_quarantine_order();
     dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
     CHECK(stat_size("stats.cpu_cache_bytes") + stat_size("stats.transfer_bytes") == 0, "purge left blocks cached");
 }
