@@ -461,21 +461,6 @@ static void free_scrub(void *p, const span_t *s)
     DPM_ANN_CLOSE(p, span_usable(s));
 }
 
-/* Secure mode's random numbers for placing blocks (xorshift64*, per
- * thread, seeded from the canary secret and the thread's own address). */
-static __thread uint64_t secure_rng;
-static uint32_t secure_random(void)
-{
-    uint64_t x = secure_rng;
-    if (unlikely(x == 0))
-        x = (g.slot_canary ^ (uintptr_t)&secure_rng) | 1;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    secure_rng = x;
-    return (uint32_t)((x * 0x2545f4914f6cdd1dull) >> 32);
-}
-
 /* Secure mode: the block q of span s, verified as it left the
  * quarantine, goes to the CPU's cache if the CPU caches take its class
  * (g.secure_nclasses: a class bin of an automatic arena, as their fills
@@ -490,10 +475,10 @@ static void secure_pass_on(void *q, const span_t *s)
         DPM_ANN_OPEN_KEY(q);
         *tc_key_word(q) = TC_FREE_KEY;
         DPM_ANN_CLOSE_KEY(q);
-        /* at a random place in the bin, not on top, where the next
-         * malloc of the class would take it: which freed block comes back
-         * next does not follow from the order of frees */
-        cpu_cache_put_shuffled(q, c, secure_random());
+        /* (which block comes next out of the quarantine is random:
+         * quarantine.c, the mix) */
+        if (!cpu_cache_push(cpu_cache_table, (c + 1) * sizeof(cpu_bin_t), q))
+            cpu_cache_free_full(q, c);
         return;
     }
     DPM_ANN_OPEN_KEY(q);
@@ -841,21 +826,19 @@ static DPM_NOINLINE void *secure_front_alloc(size_t size)
     void *p;
     if (unlikely(opt.guard_sample != 0) && (p = maybe_guarded(size, 1)) != NULL)
         return thread_count_alloc_block(p);
-    if (cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p)) {
-        /* every way out of the quarantine overwrites its mark, so a
-         * cached block that holds it was freed again (its key
-         * overwritten first, or while it left the ring): it waits in the
-         * quarantine too */
-        void *q = cpu_slot_block(p);
-        DPM_ANN_KEY_PEEK(q);
-        bool requarantined = *tc_key_word(q) == QUARANTINE_MARK;
-        DPM_ANN_KEY_UNPEEK(q);
-        if (unlikely(requarantined))
-            dpm_misuse("malloc", q, "double free of");
-        p = cpu_handout(p);
-    } else if ((p = cpu_cache_alloc_miss(thread_arena(), c)) == NULL) {
+    if (!cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p) &&
+        (p = cpu_cache_alloc_miss_slot(thread_arena(), c)) == NULL)
         return fail_nomem();
-    }
+    /* every way out of the quarantine overwrites its mark, so a cached
+     * block that holds it was freed again (its key overwritten first, or
+     * while it left the ring) and waits in the quarantine too */
+    void *q = cpu_slot_block(p);
+    DPM_ANN_KEY_PEEK(q);
+    bool requarantined = *tc_key_word(q) == QUARANTINE_MARK;
+    DPM_ANN_KEY_UNPEEK(q);
+    if (unlikely(requarantined))
+        dpm_misuse("malloc", q, "double free of");
+    p = cpu_handout(p);
     DPM_ANN_OPEN(p, size);
     memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
     thread_count_alloc(sc_size(c) - CANARY_BYTES);

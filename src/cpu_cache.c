@@ -438,9 +438,10 @@ static unsigned refill(bin_t *bin, unsigned k, bool slotless, void **batch, uint
 }
 
 /* Tag k's bin (a class's, a node's or a phased tag's) was empty or
- * locked: a block, refilled from k's transfer cache (classes, nodes) or
- * from bin, CPU_CHUNK blocks at a time (the stack stays small, see
- * CPU_CHUNK). */
+ * locked: the slot of a block (CPU_FRESH marks one fresh from its slab),
+ * not handed out yet, refilled from k's transfer cache (classes, nodes)
+ * or from bin, CPU_CHUNK blocks at a time (the stack stays small, see
+ * CPU_CHUNK); NULL with no memory. */
 static void *alloc_miss(bin_t *bin, unsigned k)
 {
     bool phased = tc_class_is_phased(k);
@@ -453,7 +454,7 @@ static void *alloc_miss(bin_t *bin, unsigned k)
         if (b->head != b->top) {   /* a push since the failed pop, or another CPU now */
             void *slot = *b->head++;
             unlock(cc);
-            return handout(slot);
+            return slot;
         }
         /* another node's CPU: no slots for k, whose blocks pass through
          * the transfer cache one at a time and come from the arena in
@@ -474,7 +475,7 @@ static void *alloc_miss(bin_t *bin, unsigned k)
     unsigned pushed = got > 1 ? push_fill(k, batch + 1, keyed + 1, got - 1) : 0;
     if (pushed < got - 1) {   /* no room (slotless, or pushes meanwhile): done */
         spill(k, batch + 1 + pushed, got - 1 - pushed);
-        return handout(first);
+        return first;
     }
     /* the rest of the half-bin, a chunk at a time (each on top of the
      * one before), while the source gives whole chunks and the bin has
@@ -490,17 +491,27 @@ static void *alloc_miss(bin_t *bin, unsigned k)
             break;
         }
     }
-    return handout(first);
+    return first;
 }
 
 unsigned cpu_cache_fill_count(unsigned c) { return class_cap[c] / 2 + 1; }
 
-void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
+void *cpu_cache_alloc_miss_slot(arena_t *a, unsigned k)
 {
     return alloc_miss(a != NULL ? &a->bins[class_of_kind(k)] : NULL, k);
 }
 
-void *cpu_cache_phased_miss(bin_t *bin) { return alloc_miss(bin, bin->tcache_class); }
+void *cpu_cache_alloc_miss(arena_t *a, unsigned k)
+{
+    void *slot = cpu_cache_alloc_miss_slot(a, k);
+    return slot != NULL ? handout(slot) : NULL;
+}
+
+void *cpu_cache_phased_miss(bin_t *bin)
+{
+    void *slot = alloc_miss(bin, bin->tcache_class);
+    return slot != NULL ? handout(slot) : NULL;
+}
 
 /* Moves the n oldest blocks of the locked bin b (next to top) to out
  * and slides the rest up. */
@@ -557,31 +568,6 @@ void cpu_cache_free_full(void *p, unsigned k)
             return;
         spill(k, batch, n);
     }
-}
-
-void cpu_cache_put_shuffled(void *p, unsigned c, uint32_t rnd)
-{
-    cpu_cache_t *cc = lock_here_made();
-    if (cc == NULL) {
-        arena_bin_flush(&p, 1);   /* locked by a drain: straight home */
-        return;
-    }
-    cpu_bin_t *b = locked_bin(cc, c);
-    if (b->head == b->low) {
-        unlock(cc);
-        cpu_cache_free_full(p, c);
-        return;
-    }
-    __atomic_store_n(&cc->events, cc->events + 1, __ATOMIC_RELAXED);
-    /* place j of the count + 1 from the new top: the block there moves
-     * to the new top, p takes its place */
-    void **h = b->head - 1;
-    unsigned j = (unsigned)(((uint64_t)rnd * (uint64_t)(b->top - h)) >> 32);
-    *h = j == 0 ? p : h[j];
-    if (j != 0)
-        h[j] = p;
-    __atomic_store_n(&b->head, h, __ATOMIC_RELEASE);
-    unlock(cc);
 }
 
 /* ---- drain --------------------------------------------------------------- */

@@ -258,6 +258,10 @@ bool cpu_caches_init(unsigned nclasses, bool node_bins);
  * another node (no slots for k), one block of k's transfer cache or of
  * a batch from a, the rest of which goes to the transfer cache. */
 void *cpu_cache_alloc_miss(arena_t *a, unsigned k);
+/* cpu_cache_alloc_miss, giving the block's slot as a pop does (its
+ * CPU_FRESH bit, nothing written into it yet): for a caller that checks
+ * the block before it hands it out (secure mode). */
+void *cpu_cache_alloc_miss_slot(arena_t *a, unsigned k);
 /* The bin of phased bin `bin`'s tag (bin->tcache_class, a phased tag) of
  * the calling thread's CPU was empty or locked: a block of bin, handed
  * out, refilling the CPU's bin from bin; NULL with no memory. */
@@ -268,12 +272,6 @@ void *cpu_cache_phased_miss(bin_t *bin);
  * (classes, nodes) or home (phased tags), or gives it to the transfer
  * cache (another node's block), or sends it home. */
 void cpu_cache_free_full(void *p, unsigned k);
-/* Puts p (holding the free key) into the bin of cached class c of the
- * calling thread's CPU at a place that rnd picks among the bin's blocks
- * and its new top, under the cache's lock (secure mode: a block that
- * left the quarantine is not the next one handed out); a full or locked
- * bin takes it as cpu_cache_free_full does. */
-void cpu_cache_put_shuffled(void *p, unsigned c, uint32_t rnd);
 /* Sends every block of every CPU cache (idle_only: of caches that took
  * no slow path since the previous such call) home through the transfer
  * caches' drain; returns the bytes. Any thread; waits for busy caches

@@ -94,7 +94,28 @@ static unsigned ring_len[QUARANTINE_RINGS];
 static struct {
     unsigned next;
 } CACHE_ALIGNED ring_next[QUARANTINE_RINGS];
+/* Then each ring's mix: a block the ring lets go of takes the place of
+ * a random one of QUARANTINE_MIX, which goes on instead. The block a
+ * free pushes out, and so the one the next malloc of its class may get
+ * back, is one of QUARANTINE_MIX candidates that the program cannot
+ * tell apart (hardened_malloc's random quarantine before its queue). */
+static void *small_mix[QUARANTINE_RINGS][QUARANTINE_MIX];
 static unsigned char small_junk;   /* the byte free fills with (one for the process) */
+
+/* Per thread, xorshift64 seeded from the canary secret and the thread's
+ * own address: which mix slot a put takes. */
+static __thread uint64_t mix_rng;
+static unsigned mix_pick(void)
+{
+    uint64_t x = mix_rng;
+    if (unlikely(x == 0))
+        x = (g.slot_canary ^ (uintptr_t)&mix_rng) | 1;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    mix_rng = x;
+    return (unsigned)((x * 0x2545f4914f6cdd1dull) >> 60) % QUARANTINE_MIX;
+}
 
 void quarantine_init(void)
 {
@@ -180,9 +201,8 @@ bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const ch
     void **ring = small_rings[r];
     unsigned i = __atomic_fetch_add(&ring_next[r].next, 1, __ATOMIC_RELAXED) & mask;
     void *old = __atomic_exchange_n(&ring[i], p, __ATOMIC_ACQ_REL);
-    /* the block this thread's next put of the class lets go of, on its
-     * way in now */
-    __builtin_prefetch(__atomic_load_n(&ring[(i + 1) & mask], __ATOMIC_RELAXED));
+    if (old != NULL)
+        old = __atomic_exchange_n(&small_mix[r][mix_pick()], old, __ATOMIC_ACQ_REL);
     *out = old;
     if (old != NULL)
         *out_span = verify(old, call);
@@ -201,18 +221,27 @@ bool quarantine_small_holds(const void *p, const span_t *s)
     for (unsigned i = 0; i < ring_len[r]; i++)
         if (__atomic_load_n(&small_rings[r][i], __ATOMIC_RELAXED) == p)
             return true;
+    for (unsigned i = 0; i < QUARANTINE_MIX; i++)
+        if (__atomic_load_n(&small_mix[r][i], __ATOMIC_RELAXED) == p)
+            return true;
     return false;
 }
 
 unsigned quarantine_drain(const char *call)
 {
     unsigned n = 0;
-    for (unsigned r = 0; r < QUARANTINE_RINGS; r++)
+    for (unsigned r = 0; r < QUARANTINE_RINGS; r++) {
         for (unsigned i = 0; i < ring_len[r]; i++) {
             void *p = __atomic_exchange_n(&small_rings[r][i], NULL, __ATOMIC_ACQ_REL);
             if (p != NULL)
                 release_small(p, call);
         }
+        for (unsigned i = 0; i < QUARANTINE_MIX; i++) {
+            void *p = __atomic_exchange_n(&small_mix[r][i], NULL, __ATOMIC_ACQ_REL);
+            if (p != NULL)
+                release_small(p, call);
+        }
+    }
     for (unsigned i = 0; i < QUARANTINE_SLOTS; i++) {
         span_t *s = __atomic_exchange_n(&large_ring[i], NULL, __ATOMIC_ACQ_REL);
         if (s != NULL)

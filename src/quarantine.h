@@ -44,6 +44,9 @@ unsigned quarantine_large_count(void);
 #define QUARANTINE_SMALL_MIN 16
 #define QUARANTINE_SMALL_BYTES ((size_t)256 << 10)
 #define QUARANTINE_RINGS (NSMALL + 1)
+/* A ring's mix (quarantine.c): the blocks it lets go of wait there
+ * again, and leave in random order. */
+#define QUARANTINE_MIX 16
 #define QUARANTINE_MARK 0x7e3d1f5bu
 
 /* At init, in secure mode: the rings' lengths. */
