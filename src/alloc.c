@@ -830,12 +830,17 @@ static DPM_NOINLINE void *secure_front_alloc(size_t size)
         (p = cpu_cache_alloc_miss_slot(thread_arena(), c)) == NULL)
         return fail_nomem();
     /* every way out of the quarantine overwrites its mark, so a cached
-     * block that holds it was freed again (its key overwritten first, or
-     * while it left the ring) and waits in the quarantine too */
+     * block that holds it amid the junk of a free (bytes 0..15) was freed
+     * again (its key overwritten first) and waits in the quarantine too.
+     * (A slot fresh from a slab may hold anything its pages held before:
+     * a program's own bytes 8..11 alone must not abort it.) */
     void *q = cpu_slot_block(p);
-    DPM_ANN_KEY_PEEK(q);
-    bool requarantined = *tc_key_word(q) == QUARANTINE_MARK;
-    DPM_ANN_KEY_UNPEEK(q);
+    DPM_ANN_OPEN(q, 16);
+    uint64_t w[2];
+    memcpy(w, q, sizeof w);
+    DPM_ANN_CLOSE(q, 16);
+    uint64_t junk = 0x0101010101010101u * JUNK_FREE;
+    bool requarantined = w[0] == junk && w[1] == ((junk & ~(uint64_t)0xffffffffu) | QUARANTINE_MARK);
     if (unlikely(requarantined))
         dpm_misuse("malloc", q, "double free of");
     p = cpu_handout(p);
@@ -1002,7 +1007,9 @@ static __attribute__((noinline)) void *move_block(void *p, span_t *old_span, siz
                                                   size_t align, const char *call)
 {
     void *q;
-    if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE)
+    /* (not in secure mode, whose malloc of such sizes may be a large
+     * class's slab block: the block gets malloc's usable size) */
+    if (size > old_usable && old_usable >= PAGE && size <= SMALL_MAX && align <= PAGE && !opt.secure)
         q = thread_count_alloc_block(grown_block(size, align));
     else
         q = align <= QUANTUM ? alloc_fast(size) : aligned_at_impl(size, align, 0, false);

@@ -405,6 +405,25 @@ static void double_free_key_overwritten(void)
     fprintf(stderr, "no abort\n");
 }
 
+/* Slabs carved from pages a large block left (a cut under a purge's
+ * minimum keeps its bytes) hand out fresh slots that hold whatever the
+ * program wrote there, the quarantine's mark too: no abort (review r35). */
+static void stale_mark_in_fresh_slots(void)
+{
+    static void *kept[64];
+    for (int k = 0; k < 64; k++) {
+        uint32_t *p = dpm_malloc(512 << 10);
+        for (size_t i = 0; i < (512 << 10) / 4; i++)
+            p[i] = 0x7e3d1f5bu;
+        kept[k] = dpm_realloc(p, 100 << 10);   /* shrunk in place: 412 KiB cut off */
+    }
+    for (int i = 0; i < 20000; i++)
+        keep = dpm_malloc(24);
+    for (int k = 0; k < 64; k++)
+        dpm_free(kept[k]);
+    fprintf(stderr, "ok\n");
+}
+
 /* Threads that come and go share the quarantine's order: a block waits
  * for 1024 later frees of its class, whichever threads make them. */
 static void *free_one(void *arg)
@@ -507,6 +526,12 @@ static void test_past_quarantine(void)
     expect_abort(usable_size_past_quarantine, cpu ? "dpm_usable_size(): use after free of" : "dpm_usable_size(): ");
     expect_abort(realloc_past_quarantine, cpu ? "realloc(): use after free of" : "realloc(): ");
     expect_abort(overflow_reused_block, "write past the end");
+    {
+        char err[512];
+        int status = run_child(stale_mark_in_fresh_slots, err, sizeof err);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(err, "ok") != NULL,
+              "stale mark in fresh slots: status %d, stderr: %s", status, err);
+    }
     if (cpu) {
         expect_abort(double_free_key_overwritten, "malloc(): double free of");
         test_reuse_order();
@@ -760,6 +785,10 @@ static void test_hugepages(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "stale-mark") == 0) {   /* in a fresh process, as a program meets it */
+        stale_mark_in_fresh_slots();
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "hugepages") == 0)
         test_hugepages();
     else
