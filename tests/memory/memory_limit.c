@@ -86,6 +86,16 @@
 
 static size_t charged(void) { return CTL_SIZE("stats.memory.charged"); }
 
+/* Runs fn in a child (60 s at most), which must exit 0; its stderr stays
+ * in ch. */
+static void expect_child_ok(int (*fn)(void *), const char *name, struct test_child *ch)
+{
+    EXPECT_EQ_I(test_run_child(fn, NULL, ch, 60), 0);
+    char why[64];
+    EXPECT(WIFEXITED(ch->status) && WEXITSTATUS(ch->status) == 0, "child %s: %s; %s", name,
+           test_describe_status(ch->status, why, sizeof why), ch->err);
+}
+
 static void set_limit(size_t v) { EXPECT_EQ_I(ctl_set("memory.limit", &v, sizeof v), 0); }
 static void set_soft(size_t v) { EXPECT_EQ_I(ctl_set("memory.soft_limit", &v, sizeof v), 0); }
 
@@ -399,10 +409,7 @@ static int threads_child(void *arg)
 TEST(threads)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(threads_child, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(threads_child, "threads_child", &ch);
 }
 
 static int child_to_the_end(void *arg)
@@ -435,10 +442,7 @@ static int child_to_the_end(void *arg)
 TEST(child_to_the_end)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(child_to_the_end, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(child_to_the_end, "child_to_the_end", &ch);
 }
 
 /* The charge follows what is touched and given back; a reserve counts
@@ -497,10 +501,7 @@ static int charge_child(void *arg)
 TEST(charge_and_reserve)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(charge_child, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(charge_child, "charge_child", &ch);
 }
 
 /* Churn at the limit: 4 threads allocate blocks of random sizes (16 B to
@@ -593,10 +594,7 @@ static int churn_child(void *arg)
 TEST(churn)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(churn_child, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(churn_child, "churn_child", &ch);
     fputs(ch.err, stderr);
 }
 
@@ -755,10 +753,7 @@ static int arenas_child(void *arg)
 TEST(arenas_create_at_limit)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(arenas_child, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(arenas_child, "arenas_child", &ch);
 }
 
 /* F4 (child): stats.memory.limit_failures counts exactly one failure per
@@ -829,10 +824,7 @@ static int failures_child(void *arg)
 TEST(failures_counted_once)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(failures_child, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(failures_child, "failures_child", &ch);
 }
 
 /* F6 (child): refusals with 1000 manual arenas that never allocated
@@ -869,10 +861,7 @@ static int refusal_cost_child(void *arg)
 TEST(refusal_skips_idle_arenas)
 {
     struct test_child ch;
-    EXPECT_EQ_I(test_run_child(refusal_cost_child, NULL, &ch, 60), 0);
-    char why[64];
-    EXPECT(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "child: %s; %s",
-           test_describe_status(ch.status, why, sizeof why), ch.err);
+    expect_child_ok(refusal_cost_child, "refusal_cost_child", &ch);
 }
 
 /* THP can be asked for here: the system's setting is not "never" */
