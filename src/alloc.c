@@ -229,6 +229,17 @@ static bool secure_slab_class(unsigned c)
     return unlikely(opt.secure) && c >= NSMALL && c < NCLASSES && sc_size(c) <= SC_ALIGNED_SLAB_MAX;
 }
 static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero);
+/* A block of such a class c from its slab, junk-filled unless zeroed
+ * (secure mode implies junk); NULL with errno ENOMEM. */
+static void *secure_slab_block(unsigned c, size_t size, bool zero)
+{
+    void *p = phased_small(c, size, 0, zero);
+    if (p == NULL)
+        return fail_nomem();
+    if (!zero && !opt.zero)
+        memset(p, JUNK_ALLOC, size);
+    return p;
+}
 
 /* With guard_sample: the sampled allocation of this slow path (weight:
  * the blocks it hands out or refills) from a guarded slot, or NULL. */
@@ -330,14 +341,8 @@ static void *alloc_slow_plain(size_t size)
     }
     if ((sampled = maybe_guarded(size, 1)) != NULL)
         return sampled;
-    if (secure_slab_class(c)) {
-        void *p = phased_small(c, size, 0, opt.zero);
-        if (p == NULL)
-            return fail_nomem();
-        if (!opt.zero)
-            memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
-        return p;
-    }
+    if (secure_slab_class(c))
+        return secure_slab_block(c, size, opt.zero);
     if (c >= NSMALL && tls_state == THREAD_CACHED) {
         void *p = large_cache_take(thread_arena(), size, c);
         if (p != NULL)
@@ -481,9 +486,6 @@ static void secure_pass_on(void *q, const span_t *s)
             cpu_cache_free_full(q, c);
         return;
     }
-    DPM_ANN_OPEN_KEY(q);
-    memset(tc_key_word(q), JUNK_FREE, 4);   /* the mark goes (secure_front_alloc) */
-    DPM_ANN_CLOSE_KEY(q);
     arena_bin_flush(&q, 1);
 }
 
@@ -1307,14 +1309,8 @@ static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero,
         if ((c < NSMALL || c < g.tcache_nclasses) && off == 0)
             return aligned_small(c, size, zero);
         /* (objects of these slabs are page aligned) */
-        if (secure_slab_class(c) && off == 0) {
-            void *p = phased_small(c, size, 0, zero);
-            if (p == NULL)
-                return fail_nomem();
-            if (!zero && !opt.zero)
-                memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
-            return p;
-        }
+        if (secure_slab_class(c) && off == 0)
+            return secure_slab_block(c, size, zero);
         if (c < NSMALL) {
             uint32_t phase = (uint32_t)((align - off) & (align - 1));
             void *p = phased_small(c, size, phase, zero);

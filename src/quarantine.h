@@ -53,9 +53,8 @@ unsigned quarantine_large_count(void);
 void quarantine_init(void);
 /* Takes the validated, junk-filled (junk: the byte) slab block p of
  * span s; the block it lets go of, if any, is verified and left in *out
- * (NULL if none) with its span in *out_span, for the caller to send on
- * (its mark still in place: the caller overwrites it, so that no block
- * outside the rings holds the mark).
+ * (NULL if none, its mark taken away: no block outside the rings holds
+ * the mark) with its span in *out_span, for the caller to send on.
  * false if it does not quarantine p (the caller sends it home). */
 bool quarantine_small_put(void *p, const span_t *s, unsigned char junk, const char *call, void **out,
                           span_t **out_span);
