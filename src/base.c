@@ -38,11 +38,11 @@ static void *alloc_meta(size_t size, size_t align, bool checked)
         }
         return big;
     }
-    mutex_lock(&base_lock);
+    lock_elided_t held = mutex_lock_elidable_uncounted(&base_lock);
     uintptr_t at = (bump_cur + align - 1) & ~(uintptr_t)(align - 1);
     if (bump_cur == 0 || at + size > bump_end) {
         if (checked && !memlimit_try_charge(BASE_CHUNK)) {
-            mutex_unlock(&base_lock);
+            mutex_unlock_elidable(&base_lock, held);
             errno = ENOMEM;
             return NULL;
         }
@@ -50,7 +50,7 @@ static void *alloc_meta(size_t size, size_t align, bool checked)
         if (chunk == NULL) {
             if (checked)
                 memlimit_uncharge(BASE_CHUNK);
-            mutex_unlock(&base_lock);
+            mutex_unlock_elidable(&base_lock, held);
             return NULL;
         }
         __atomic_fetch_add(&mapped_total, BASE_CHUNK, __ATOMIC_RELAXED);
@@ -64,7 +64,7 @@ static void *alloc_meta(size_t size, size_t align, bool checked)
         at = (bump_cur + align - 1) & ~(uintptr_t)(align - 1);
     }
     bump_cur = at + size;
-    mutex_unlock(&base_lock);
+    mutex_unlock_elidable(&base_lock, held);
     return (void *)at;
 }
 

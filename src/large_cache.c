@@ -45,14 +45,17 @@ static unsigned cpu_here(void) { return rseq_cpu_hint() % ncpus; }
 static DPM_NOINLINE large_cache_t *cache_make(unsigned cpu)
 {
     large_cache_t *lc;
-    mutex_lock(&make_lock);
+    /* elided while the process has one thread, like every lock of a
+     * same-size loop: a thread that moves to a CPU with no cache yet makes
+     * it here, inside the loop */
+    lock_elided_t held = mutex_lock_elidable_uncounted(&make_lock);
     lc = caches[cpu];
     if (lc == NULL && (lc = base_alloc(sizeof(*lc), CACHELINE)) != NULL) {
         mutex_init(&lc->lock);
         lc->cpu = (uint16_t)cpu;
         __atomic_store_n(&caches[cpu], lc, __ATOMIC_RELEASE);
     }
-    mutex_unlock(&make_lock);
+    mutex_unlock_elidable(&make_lock, held);
     return lc;
 }
 
