@@ -811,23 +811,15 @@ static DPM_NOINLINE void *prof_front_alloc(unsigned c, size_t size)
     return cpu_front_miss(c, size);
 }
 
-/* Secure mode on the CPU caches: every small malloc comes here (its
- * threads pop through the all-locked table), takes the class with room
- * for the canary and pops the CPU's bin, whose blocks are fresh from a
+/* Secure mode on the CPU caches: a block of class c (below
+ * g.secure_nclasses) from the CPU's bin, whose blocks are fresh from a
  * slab (canary written there, slot picked at random) or left the
  * quarantine verified (secure_pass_on; the canary is the slot's and
- * stays). Zero-size requests, profiled threads and numa:true take the
- * uncached slow path. */
-static DPM_NOINLINE void *secure_front_alloc(size_t size)
+ * stays), filled with zeros or junk (secure mode implies junk) over its
+ * size bytes; not counted. NULL without memory. */
+static void *secure_cached_block(unsigned c, size_t size, bool zero)
 {
-    unsigned c = request_class(size);
-    if (c >= g.secure_nclasses || size == 0 || prof_on || opt.numa)
-        return alloc_slow(size);
-    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
-        background_maybe_start();
     void *p;
-    if (unlikely(opt.guard_sample != 0) && (p = maybe_guarded(size, 1)) != NULL)
-        return thread_count_alloc_block(p);
     if (!cpu_cache_pop(cpu_cache_table, c * sizeof(cpu_bin_t), &p) &&
         (p = cpu_cache_alloc_miss_slot(thread_arena(), c)) == NULL)
         return fail_nomem();
@@ -847,8 +839,35 @@ static DPM_NOINLINE void *secure_front_alloc(size_t size)
         dpm_misuse("malloc", q, "double free of");
     p = cpu_handout(p);
     DPM_ANN_OPEN(p, size);
-    memset(p, JUNK_ALLOC, size);   /* secure mode implies junk */
-    thread_count_alloc(sc_size(c) - CANARY_BYTES);
+    memset(p, zero ? 0 : JUNK_ALLOC, size);
+    return p;
+}
+
+/* Whether the calling thread takes secure_cached_block's blocks: secure
+ * threads on the CPU caches, unless profiled or under numa:true (their
+ * blocks take the uncached slow path). */
+static bool secure_thread_cached(void)
+{
+    return unlikely(g.secure_nclasses != 0) && tls_thread.cpu_table == cpu_cache_table && !prof_on && !opt.numa;
+}
+
+/* Every small malloc of a secure thread comes here (its threads pop
+ * through the all-locked table) and takes the class with room for the
+ * canary. Zero-size requests, profiled threads and numa:true take the
+ * uncached slow path. */
+static DPM_NOINLINE void *secure_front_alloc(size_t size)
+{
+    unsigned c = request_class(size);
+    if (c >= g.secure_nclasses || size == 0 || prof_on || opt.numa)
+        return alloc_slow(size);
+    if (unlikely(__atomic_load_n(&background_pending, __ATOMIC_RELAXED)) && !mutex_all_held_here)
+        background_maybe_start();
+    void *p;
+    if (unlikely(opt.guard_sample != 0) && (p = maybe_guarded(size, 1)) != NULL)
+        return thread_count_alloc_block(p);
+    p = secure_cached_block(c, size, false);
+    if (p != NULL)
+        thread_count_alloc(sc_size(c) - CANARY_BYTES);
     return p;
 }
 
@@ -1179,6 +1198,8 @@ static void *cpu_front_alloc(unsigned c, size_t size)
 
 static void *aligned_small(unsigned c, size_t size, bool zero)
 {
+    if (c < g.secure_nclasses && secure_thread_cached())
+        return secure_cached_block(c, size, zero);
     if (c < g.tcache_nclasses && tls_thread.cpu_table == cpu_cache_table) {
         void *q = cpu_front_alloc(c, size);
         if (q == NULL)

@@ -343,19 +343,22 @@ static void test_random_slots(void)
  * slab (mode thread). The first is among the 16 in 1 run of 600 (then
  * found in the quarantine, with the same messages). */
 #define PAST_RING (1024 + 100)
-static void *freed_past_ring(size_t size)
+static void *freed_past_ring_aligned(size_t size, size_t align)
 {
     static void *blocks[PAST_RING];
     /* empty rings and caches: the 100 fit the CPU's bin (no spill) */
     dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
     for (int i = 0; i < PAST_RING; i++)
-        blocks[i] = dpm_malloc(size);
+        blocks[i] = align != 0 ? dpm_malloc_aligned(size, align) : dpm_malloc(size);
     for (int i = 0; i < PAST_RING; i++)
         dpm_free(blocks[i]);
     return blocks[0];
 }
 
+static void *freed_past_ring(size_t size) { return freed_past_ring_aligned(size, 0); }
+
 static void double_free_past_quarantine(void) { dpm_free(keep = freed_past_ring(64)); }
+static void double_free_aligned_past_quarantine(void) { dpm_free(keep = freed_past_ring_aligned(100, 64)); }
 
 static void usable_size_past_quarantine(void)
 {
@@ -533,6 +536,25 @@ static void test_past_quarantine(void)
               "stale mark in fresh slots: status %d, stderr: %s", status, err);
     }
     if (cpu) {
+        /* aligned requests take the CPU caches too: a round of them
+         * empties what their frees left there, and a second free of one
+         * is found there */
+        (void)freed_past_ring_aligned(100, 64);
+        size_t before = stat_size("stats.cpu_cache_bytes") + stat_size("stats.transfer_bytes");
+        for (int i = 0; i < PAST_RING; i++) {
+            blocks[i] = dpm_malloc_aligned(100, 64);
+            CHECK(((uintptr_t)blocks[i] & 63) == 0, "aligned block %p", (void *)blocks[i]);
+            memset(blocks[i], i & 0xff, 100);
+        }
+        size_t after = stat_size("stats.cpu_cache_bytes") + stat_size("stats.transfer_bytes");
+        CHECK(before >= 128 * 50 && after + 128 * 50 <= before,
+              "aligned mallocs took %zu of %zu cached bytes, want at least %d", before - after, before, 128 * 50);
+        for (int i = 0; i < PAST_RING; i++) {
+            CHECK((unsigned char)blocks[i][0] == (i & 0xff) && (unsigned char)blocks[i][99] == (i & 0xff),
+                  "aligned block %d changed: handed out twice", i);
+            dpm_free(blocks[i]);
+        }
+        expect_abort(double_free_aligned_past_quarantine, "free(): double free of");
         expect_abort(double_free_key_overwritten, "malloc(): double free of");
         test_reuse_order();
     }
