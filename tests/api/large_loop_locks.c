@@ -130,6 +130,8 @@ static struct counts measure(bool fresh_cpu)
     int move_to = -1;
     if (fresh_cpu && first >= 0 && pin_to(first))
         move_to = last != first ? last : -1;
+    if (fresh_cpu && move_to < 0)
+        printf("  (one CPU allowed: no move to a CPU without a cache is tried)\n");
     else if (first >= 0)
         sched_setaffinity(0, sizeof(all), &all);
     loop(64);   /* the block is in the cache, the cache has its reservation */
