@@ -1306,13 +1306,15 @@ static void purge_taken_runs(arena_t *a, purge_batch_t *b)
     mutex_unlock(&a->purge_lock);
 }
 
-static void free_large(span_t *s, bool discarded)
+/* guard_open: the run's guard page has access again already (secure
+ * mode's quarantine opened the whole run); discarded: its pages were
+ * discarded too, and taken out of the memory limit's charge. */
+static void free_large(span_t *s, bool guard_open, bool discarded)
 {
     size_t uncharged = s->npages - s->guarded;
     if (unlikely(s->guarded)) {
-        /* its pages go back to the heap usable, or not at all (a
-         * discarded run's guard has access again already) */
-        if (!discarded && !os_commit((void *)guard_page(s), PAGE))
+        /* its pages go back to the heap usable, or not at all */
+        if (!guard_open && !os_commit((void *)guard_page(s), PAGE))
             return;
         s->guarded = 0;
         __atomic_fetch_sub(&guarded_live, 1, __ATOMIC_RELAXED);
@@ -1338,9 +1340,11 @@ static void free_large(span_t *s, bool discarded)
     arena_purge_if_due(a);
 }
 
-void arena_free_large(span_t *s) { free_large(s, false); }
+void arena_free_large(span_t *s) { free_large(s, false, false); }
 
-void arena_free_large_discarded(span_t *s) { free_large(s, true); }
+void arena_free_large_discarded(span_t *s) { free_large(s, true, true); }
+
+void arena_free_large_reopened(span_t *s) { free_large(s, true, false); }
 
 /* A live block's bytes went from before (class class_before) to after:
  * its class follows, and the per-class and per-type statistics move with

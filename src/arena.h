@@ -219,6 +219,9 @@ void arena_free_large(span_t *s);
  * out of the memory limit's charge (secure mode's quarantine): its run
  * is filed clean, uncharged. */
 void arena_free_large_discarded(span_t *s);
+/* The same for a block whose run has access again but kept its pages
+ * (and its charge): its run is filed dirty, as arena_free_large's. */
+void arena_free_large_reopened(span_t *s);
 /* Resize a large block in place to the usable size a fresh block of size
  * bytes would get (grow into the next free run, or give the tail back;
  * purge_cut: a cut of SHRINK_PURGE_MIN or more is purged at once); true

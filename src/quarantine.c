@@ -29,15 +29,27 @@ static size_t block_bytes(const span_t *s) { return (s->npages - s->guarded) << 
  * there; one range is one system call each way). */
 static size_t run_bytes(const span_t *s) { return s->npages << LG_PAGE; }
 
+/* Whether the block keeps its pages while it waits: up to
+ * QUARANTINE_KEEP_MAX of run. Its free junk-filled its usable bytes
+ * already, so discarding them bought nothing but the page faults of the
+ * next block there (a 128 KiB block: 32 faults, most of its cost); the
+ * 64 slots hold at most 16 MiB so. Fixed by the run's size, which does
+ * not change while the block is parked. */
+static bool keeps_pages(const span_t *s) { return run_bytes(s) <= QUARANTINE_KEEP_MAX; }
+
 static void release(span_t *s)
 {
     /* access back first: its pages go to the heap usable, or not at all */
     if (!os_commit((void *)s->start, run_bytes(s)))
         return;
+    __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
+    if (keeps_pages(s)) {
+        arena_free_large_reopened(s);
+        return;
+    }
     /* its pages were discarded when it was parked: home as a clean run,
      * counted by the memory limit again only when handed out (charging
      * them here, unchecked, let a secure heap pass its limit) */
-    __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
     arena_free_large_discarded(s);
 }
 
@@ -53,13 +65,15 @@ bool quarantine_large_put(span_t *s)
     if (threshold != 0 && (s->npages << LG_PAGE) >= threshold)
         return false;
     __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
-    if (!os_protect_none((void *)s->start, run_bytes(s), true)) {
+    bool keep = keeps_pages(s);
+    if (!os_protect_none((void *)s->start, run_bytes(s), !keep)) {
         __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
         return false;
     }
     /* discarded and without access: out of the memory limit's charge
      * while parked, though its page heap counts the block as active */
-    memlimit_uncharge(block_bytes(s));
+    if (!keep)
+        memlimit_uncharge(block_bytes(s));
     unsigned i = __atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) % QUARANTINE_SLOTS;
     span_t *old = __atomic_exchange_n(&large_ring[i], s, __ATOMIC_ACQ_REL);
     if (old != NULL)

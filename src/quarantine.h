@@ -1,13 +1,16 @@
 /*
  * quarantine.h - secure mode's quarantine of freed large blocks: a freed
- * block of an automatic arena loses its pages' contents and every access
- * to them, and waits in a ring of QUARANTINE_SLOTS blocks before it goes
- * back to its page heap, so a read or write through a dangling pointer
- * faults (SIGSEGV) for the next QUARANTINE_SLOTS large frees, and a
- * second free, realloc or malloc_usable_size of it aborts (the span is
- * parked meanwhile). The ring costs address space only: at most
+ * block of an automatic arena (junk-filled by its free) loses every
+ * access to its pages, and their contents if its run is bigger than
+ * QUARANTINE_KEEP_MAX, and waits in a ring of QUARANTINE_SLOTS blocks
+ * before it goes back to its page heap, so a read or write through a
+ * dangling pointer faults (SIGSEGV) for the next QUARANTINE_SLOTS large
+ * frees, and a second free, realloc or malloc_usable_size of it aborts
+ * (the span is parked meanwhile). The ring holds at most
  * QUARANTINE_SLOTS blocks, each smaller than oversize_threshold (blocks
- * of that size go back to the OS at once, as in every mode).
+ * of that size go back to the OS at once, as in every mode): resident,
+ * at most QUARANTINE_SLOTS x QUARANTINE_KEEP_MAX (16 MiB), the rest
+ * address space only.
  * Owns: the rings. May call: arena, os, error, memlimit (parked blocks
  * leave the memory limit's charge).
  */
@@ -20,6 +23,9 @@
 #include "sizeclass.h"
 
 #define QUARANTINE_SLOTS 64
+/* Runs up to this size keep their (junk-filled) pages while they wait;
+ * bigger ones are discarded. */
+#define QUARANTINE_KEEP_MAX ((size_t)256 << 10)
 
 /* Frees the validated large block s (secure mode) through the ring:
  * true if the ring took it, false if it is not one to quarantine (the
