@@ -29,21 +29,28 @@ static size_t block_bytes(const span_t *s) { return (s->npages - s->guarded) << 
  * there; one range is one system call each way). */
 static size_t run_bytes(const span_t *s) { return s->npages << LG_PAGE; }
 
-/* Whether the block keeps its pages while it waits: up to
- * QUARANTINE_KEEP_MAX of run. Its free junk-filled its usable bytes
- * already, so discarding them bought nothing but the page faults of the
- * next block there (a 128 KiB block: 32 faults, most of its cost); the
- * 64 slots hold at most 16 MiB so. Fixed by the run's size, which does
- * not change while the block is parked. */
-static bool keeps_pages(const span_t *s) { return run_bytes(s) <= QUARANTINE_KEEP_MAX; }
+/* span_t.parked of a block in the ring: its pages discarded and out of
+ * the memory limit's charge, or kept. A block keeps them when its run is
+ * at most QUARANTINE_KEEP_MAX and no memory limit is set: its free
+ * junk-filled its usable bytes already, so discarding them bought
+ * nothing but the page faults of the next block there (a 128 KiB block:
+ * 32 faults, most of its cost); the 64 slots hold at most 16 MiB so.
+ * Under a limit they would count against it (a soft limit below 16 MiB
+ * stayed passed, a hard one drained the ring at every refusal), so
+ * there every block is discarded. Decided at the put and read back at
+ * the release, so a limit set meanwhile changes nothing for a block
+ * already parked. */
+#define PARKED_DISCARDED 1
+#define PARKED_KEPT 2
 
 static void release(span_t *s)
 {
     /* access back first: its pages go to the heap usable, or not at all */
     if (!os_commit((void *)s->start, run_bytes(s)))
         return;
+    bool kept = __atomic_load_n(&s->parked, __ATOMIC_RELAXED) == PARKED_KEPT;
     __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
-    if (keeps_pages(s)) {
+    if (kept) {
         arena_free_large_reopened(s);
         return;
     }
@@ -64,8 +71,8 @@ bool quarantine_large_put(span_t *s)
     size_t threshold = __atomic_load_n(&opt.oversize_threshold, __ATOMIC_RELAXED);
     if (threshold != 0 && (s->npages << LG_PAGE) >= threshold)
         return false;
-    __atomic_store_n(&s->parked, 1, __ATOMIC_RELAXED);
-    bool keep = keeps_pages(s);
+    bool keep = run_bytes(s) <= QUARANTINE_KEEP_MAX && !memlimit_any();
+    __atomic_store_n(&s->parked, keep ? PARKED_KEPT : PARKED_DISCARDED, __ATOMIC_RELAXED);
     if (!os_protect_none((void *)s->start, run_bytes(s), !keep)) {
         __atomic_store_n(&s->parked, 0, __ATOMIC_RELAXED);
         return false;

@@ -2,7 +2,7 @@
  * quarantine.h - secure mode's quarantine of freed large blocks: a freed
  * block of an automatic arena (junk-filled by its free) loses every
  * access to its pages, and their contents if its run is bigger than
- * QUARANTINE_KEEP_MAX, and waits in a ring of QUARANTINE_SLOTS blocks
+ * QUARANTINE_KEEP_MAX or a memory limit is set, and waits in a ring of QUARANTINE_SLOTS blocks
  * before it goes back to its page heap, so a read or write through a
  * dangling pointer faults (SIGSEGV) for the next QUARANTINE_SLOTS large
  * frees, and a second free, realloc or malloc_usable_size of it aborts
@@ -23,8 +23,8 @@
 #include "sizeclass.h"
 
 #define QUARANTINE_SLOTS 64
-/* Runs up to this size keep their (junk-filled) pages while they wait;
- * bigger ones are discarded. */
+/* Runs up to this size keep their (junk-filled) pages while they wait,
+ * where no memory limit is set; bigger ones are discarded. */
 #define QUARANTINE_KEEP_MAX ((size_t)256 << 10)
 
 /* Frees the validated large block s (secure mode) through the ring:

@@ -115,7 +115,8 @@ typedef struct span {
     size_t requested;        /* bytes last asked for (malloc or realloc) */
     uint32_t size_class;
     uint16_t type_id;        /* typed large blocks: their type tag */
-    uint8_t parked;          /* freed into a CPU's large cache (large_cache.h) */
+    uint8_t parked;          /* freed into a CPU's large cache (large_cache.h) or secure mode's
+                                quarantine (quarantine.c: how it holds the pages); 0: live */
     uint8_t grew;            /* realloc grew it: cached whole when freed (large_cache.h) */
     uint8_t prof_class;      /* prof_sampled: 1 + the slab class the same request would have
                                 had unsampled, whose usable bytes it reports (0: its run's) */

@@ -60,7 +60,8 @@
  * - refusal_skips_idle_arenas (child): with 1000 idle manual arenas a
  *   4 MiB malloc past the limit is refused with ENOMEM (the sweeps skip arenas
  *   without a segment);
- * - argv[1] == "secure" (secure:true): secure_quarantine, 20 rounds of
+ * - argv[1] == "secure" (secure:true): secure_soft_limit (below), and
+ *   secure_quarantine, 20 rounds of
  *   4 MiB blocks to a limit 64 MiB up and freed into the quarantine keep
  *   stats.memory.peak within the limit plus 4 MiB;
  * - argv[1] == "thp" (thp:always; skipped, 77, where THP is off): thp_off,
@@ -718,6 +719,30 @@ TEST(secure_quarantine)
     set_limit(0);
 }
 
+/* Review r37 (secure:true): a quarantined large block keeps its pages,
+ * and so its charge, only while no limit is set; under a soft limit
+ * below the 16 MiB the ring could hold so, a loop of 128 KiB blocks
+ * passed the limit and stayed above it (the soft reclaim leaves the
+ * quarantine alone). */
+TEST(secure_soft_limit)
+{
+    malloc_trim(0);
+    size_t soft = charged() + 6 * MiB;
+    set_soft(soft);
+    size_t passes = CTL_SIZE("stats.memory.soft_limit_passes");
+    for (unsigned i = 0; i < 2000; i++) {
+        char *p = malloc(128 * 1024);
+        EXPECT(p != NULL, "malloc(128 KiB) #%u", i);
+        memset(p, 1, 128 * 1024);
+        free(p);
+    }
+    bool above = true;
+    EXPECT_EQ_I(ctl_get("stats.memory.above_soft_limit", &above, sizeof above), 0);
+    EXPECT(!above, "charge %zu KiB above the soft limit %zu KiB", charged() >> 10, soft >> 10);
+    EXPECT_EQ_U(CTL_SIZE("stats.memory.soft_limit_passes"), passes);
+    set_soft(0);
+}
+
 /* F3 (child: the arenas it makes stay): arenas.create at the memory
  * limit fails with ENOMEM, its descriptors never take the charge past the
  * limit, and it works again once the limit is off. */
@@ -922,6 +947,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "secure") == 0) {
         RUN(secure_quarantine);
+        RUN(secure_soft_limit);
         return test_done();
     }
     if (argc > 1 && strcmp(argv[1], "conf") == 0) {
