@@ -631,26 +631,6 @@ static void usable_size_of_quarantined_large(void)
     fprintf(stderr, "usable %zu\n", dpm_usable_size(keep = p));
 }
 
-static size_t stat_active(void)
-{
-    uint64_t e = 1;
-    size_t v = 0, len = sizeof e;
-    dpm_ctl("epoch", &e, &len, &e, sizeof e);
-    len = sizeof v;
-    dpm_ctl("stats.active", &v, &len, NULL, 0);
-    return v;
-}
-
-static size_t stat_resident(void)
-{
-    uint64_t e = 1;
-    size_t v = 0, len = sizeof e;
-    dpm_ctl("epoch", &e, &len, &e, sizeof e);
-    len = sizeof v;
-    dpm_ctl("stats.resident", &v, &len, NULL, 0);
-    return v;
-}
-
 /* A block whose run is at most 256 KiB keeps its pages while it waits
  * (without access: a read after its free faults), so at most 64 such runs
  * stay resident in the quarantine: 300 frees of 128 KiB blocks, each
@@ -668,14 +648,14 @@ static void read_after_free_kept_large(void)
 static void test_large_kept_pages(void)
 {
     dpm_ctl("arena.0.purge", NULL, NULL, NULL, 0);
-    size_t before = stat_resident();
+    size_t before = stat_size("stats.resident");
     for (int i = 0; i < 300; i++) {
         char *p = dpm_malloc(128 * 1024);
         CHECK(p != NULL, "malloc(128 KiB)");
         memset(p, i, 128 * 1024);
         dpm_free(p);
     }
-    size_t grown = stat_resident() - before, run = 128 * 1024 + 4096;
+    size_t grown = stat_size("stats.resident") - before, run = 128 * 1024 + 4096;
     CHECK(grown <= 2 * 64 * run, "resident grew by %zu bytes over 300 frees of 128 KiB, want at most %zu", grown,
           2 * 64 * run);
     expect_segv(read_after_free_kept_large);
@@ -687,7 +667,7 @@ static void test_large_kept_pages(void)
  * memory). */
 static void test_large_guards(void)
 {
-    size_t before = stat_active();
+    size_t before = stat_size("stats.active");
     for (int round = 0; round < 500; round++) {
         size_t n = LARGE + (size_t)round * 4099;
         char *p = dpm_malloc(n);
@@ -700,7 +680,7 @@ static void test_large_guards(void)
         CHECK(p != NULL && p[n / 2] == 1, "realloc down kept the contents");
         dpm_free_sized(p, n / 2 + 20000);
     }
-    size_t grown = stat_active() - before;
+    size_t grown = stat_size("stats.active") - before;
     /* 64 quarantined blocks of at most ~4.4 MiB each, plus their guards */
     CHECK(grown <= (size_t)64 * (5u << 20), "active grew by %zu bytes over 500 large frees", grown);
     expect_segv(overflow_large_by_one);
