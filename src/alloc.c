@@ -81,6 +81,7 @@ static unsigned request_class_aligned(size_t size, size_t align);
 
 #define PROF_NO_CLASS 0xffu
 static bool secure_slab_class(unsigned c);
+static unsigned aligned_slab_class(size_t size, size_t align);
 /* The slab class (small, or an aligned slab's special bin) that the same
  * request takes unsampled, by the choice of aligned_at_raw (the caches)
  * or of arena_block_raw (arena_path: an arena's bins, past the caches);
@@ -98,8 +99,8 @@ static unsigned prof_unsampled_class(size_t size, size_t align, size_t off, bool
         unsigned plain = request_class(size);
         c = (sc_size(plain) & (align - 1)) == 0 ? plain : request_class_aligned(size, align);
     } else if (align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
-        c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
-        if (c >= NSMALL && sc_size(c) <= SC_ALIGNED_SLAB_MAX && c < PROF_NO_CLASS)
+        c = aligned_slab_class(size, align);
+        if (c >= NSMALL && c < NCLASSES && c < PROF_NO_CLASS)
             return c;
     }
     return c < NSMALL || (secure_slab_class(c) && arena_path == false) ? c : PROF_NO_CLASS;
@@ -227,6 +228,23 @@ static unsigned request_class_aligned(size_t size, size_t align) { return sc_of_
 static bool secure_slab_class(unsigned c)
 {
     return unlikely(opt.secure) && c >= NSMALL && c < NCLASSES && sc_size(c) <= SC_ALIGNED_SLAB_MAX;
+}
+/* The slab class of an aligned request beyond a page (no offset; size
+ * and alignment at most SC_ALIGNED_SLAB_MAX): a small class, or a large
+ * class's special bin (sizeclass.h) where the slot is no bigger than the
+ * alignment, or in secure mode (secure_slab_class); NCLASSES: a page run.
+ * A bigger request takes the run because its descriptor records the size
+ * asked for, so that a sized free or sized delete of it is checked
+ * exactly (promise_holds), where a slot of a large class bounds the
+ * promise by the class only (new of an alignas(8192) 16 KiB type,
+ * deleted with 10 bytes less, went unnoticed). */
+static unsigned aligned_slab_class(size_t size, size_t align)
+{
+    /* a power of two is a class of its own: size <= align needs no search */
+    unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
+    if (c < NSMALL || secure_slab_class(c) || (slot_bytes(size) <= align && sc_size(c) <= SC_ALIGNED_SLAB_MAX))
+        return c;
+    return NCLASSES;
 }
 static void *phased_small(unsigned c, size_t size, uint32_t phase, bool zero);
 /* A block of such a class c from its slab, junk-filled unless zeroed
@@ -1352,11 +1370,10 @@ static void *aligned_at_raw(size_t size, size_t align, size_t offset, bool zero,
     } else if (off == 0 && align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
         /* slabs of such a class start at a multiple of its alignment
          * (sc_slab_align): aligned_alloc(8192, 8192) is a slab object */
-        /* a power of two is a class of its own: size <= align needs no search */
-        unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
+        unsigned c = aligned_slab_class(size, align);
         if (c < NSMALL)
             return aligned_small(c, size, zero);
-        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX) {   /* its special bin (sizeclass.h), through the thread's stash */
+        if (c < NCLASSES) {   /* its special bin (sizeclass.h), through the thread's stash */
             void *p = phased_small(c, size, 0, zero);
             if (p != NULL)
                 return p;
@@ -1612,10 +1629,8 @@ size_t aligned_usable_impl(size_t size, size_t align)
         if (c < g.tcache_nclasses)   /* a cached large class */
             return sc_size(c);
     } else if (align <= SC_ALIGNED_SLAB_MAX && size <= SC_ALIGNED_SLAB_MAX) {
-        unsigned c = slot_bytes(size) <= align ? sc_compute(align) : request_class_aligned(size, align);
-        if (c < NSMALL)
-            return sc_size(c) - canary_bytes();
-        if (sc_size(c) <= SC_ALIGNED_SLAB_MAX)   /* its special bin: a slab, canary included */
+        unsigned c = aligned_slab_class(size, align);
+        if (c < NCLASSES)   /* a slab (a special bin's too), canary included */
             return sc_size(c) - canary_bytes();
     }
     return arena_large_usable(size, 0);
