@@ -4,9 +4,11 @@
  * decay clock.
  */
 #include "arena.h"
+
 #include "annotate.h"
 #include "conf.h"
 #include "error.h"
+#include "fault.h"
 #include "memlimit.h"
 #include "os.h"
 #include "types.h"
@@ -1206,6 +1208,17 @@ static bool large_gets_guard(const arena_t *a)
 }
 
 static uintptr_t guard_page(const span_t *s) { return s->start + ((s->npages - 1) << LG_PAGE); }
+
+bool arena_guard_explain(uintptr_t addr)
+{
+    if (addr >> RADIX_LG_VA != 0)
+        return false;   /* the page map covers 2^48 bytes; it would wrap */
+    const span_t *s = span_of((const void *)addr);
+    if (s == NULL || s->kind != SPAN_LARGE || !s->guarded || addr - guard_page(s) >= PAGE)
+        return false;
+    fault_report("buffer overflow past the end", addr, "secure mode's guard page", s->requested, s->base);
+    return true;
+}
 
 void *arena_alloc_large(arena_t *a, const large_request_t *req)
 {

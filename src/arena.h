@@ -8,7 +8,8 @@
  * Owns: the arena table, large blocks, decay ticks, and the slabs' trips
  * between page heap and bins (bin fills and flushes). May call: bin,
  * pages, conf (options), types (counters), memlimit (a fill refused at
- * the memory limit runs its registered reclaim, then tries again). Knows nothing of thread
+ * the memory limit runs its registered reclaim, then tries again), fault
+ * (its guard pages' reports). Knows nothing of thread
  * caches: the tags its bins put on their blocks are told at init.
  */
 #ifndef DPM_ARENA_H
@@ -222,6 +223,9 @@ void arena_free_large_discarded(span_t *s);
 /* The same for a block whose run has access again but kept its pages
  * (and its charge): its run is filed dirty, as arena_free_large's. */
 void arena_free_large_reopened(span_t *s);
+/* The fault handler's explainer (fault.h): a fault in the guard page
+ * after a live large block (secure mode) is an overflow past its end. */
+bool arena_guard_explain(uintptr_t addr);
 /* Resize a large block in place to the usable size a fresh block of size
  * bytes would get (grow into the next free run, or give the tail back;
  * purge_cut: a cut of SHRINK_PURGE_MIN or more is purged at once); true

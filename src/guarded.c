@@ -5,12 +5,13 @@
  * compare-and-swap on its state and found by a shared cursor, so a freed
  * slot waits a whole turn of the pool before its page is used again (a
  * dangling pointer keeps faulting that long). No lock: fork and threads
- * need nothing more. The fault handler reads the records with no lock
- * and writes with write(2) only.
+ * need nothing more. The fault handler (fault.h) reads the records with
+ * no lock and writes with write(2) only.
  */
 #include "guarded.h"
 
 #include "error.h"
+#include "fault.h"
 #include "os.h"
 #include "util.h"
 
@@ -46,7 +47,6 @@ static __thread int64_t countdown;
 static __thread bool started;
 static uint64_t gaps;           /* gaps drawn: varies the next */
 static __thread bool inside;    /* a sample in progress on this thread (backtrace may allocate) */
-static struct sigaction previous_segv, previous_bus;
 
 static uintptr_t slot_page(size_t i) { return pool + (2 * i + 1) * page; }
 
@@ -65,71 +65,30 @@ static void say_trace(const char *what, void *const *trace, int depth)
 
 static void report(const char *kind, uintptr_t addr, const slot_t *s)
 {
-    char hex[24], dec[24];
-    say("dpmalloc: ");
-    say(kind);
-    say(" at ");
-    say(dpm_format_hex(hex, addr));
-    say(" (guard_sample): the ");
-    say(dpm_format_dec(dec, s->size));
-    say("-byte block at ");
-    say(dpm_format_hex(hex, s->block));
-    say("\n");
+    fault_report(kind, addr, "guard_sample", s->size, s->block);
     say_trace("  allocated at:\n", s->alloc_trace, s->alloc_depth);
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == SLOT_FREED)
         say_trace("  freed at:\n", s->free_trace, s->free_depth);
 }
 
-static void on_fault(int sig, siginfo_t *info, void *ctx)
+/* A fault in the pool: a slot's page (its block freed, or never there)
+ * or a guard (past the block on its left, which ends at its page's end,
+ * or before the one on its right). */
+static bool guarded_explain(uintptr_t addr)
 {
-    uintptr_t addr = (uintptr_t)info->si_addr;
-    size_t npages = 2 * GUARDED_SLOTS + 1;
-    /* si_code > 0: the kernel's own fault (a sent signal has none) */
-    if (info->si_code > 0 && pool != 0 && addr - pool < npages * page) {
-        size_t pg = (addr - pool) / page;
-        if (pg % 2 == 1) {   /* a slot's page: its block was freed (or never there) */
-            report("use after free", addr, &slots[pg / 2]);
-        } else {
-            /* a guard: past the block on its left (blocks end at their
-             * page's end), or before the one on its right */
-            size_t left = pg / 2 - (pg != 0), right = pg / 2 < GUARDED_SLOTS ? pg / 2 : GUARDED_SLOTS - 1;
-            bool past = pg != 0 && ((addr - pool) % page < page / 2 || pg / 2 >= GUARDED_SLOTS);
-            report(past ? "buffer overflow past the end" : "buffer underflow before the start", addr,
-                   &slots[past ? left : right]);
-        }
-        signal(SIGABRT, SIG_DFL);
-        abort();
+    uintptr_t base = __atomic_load_n(&pool, __ATOMIC_ACQUIRE);
+    if (base == 0 || addr - base >= (2 * GUARDED_SLOTS + 1) * page)
+        return false;
+    size_t pg = (addr - base) / page;
+    if (pg % 2 == 1) {
+        report("use after free", addr, &slots[pg / 2]);
+    } else {
+        size_t left = pg / 2 - (pg != 0), right = pg / 2 < GUARDED_SLOTS ? pg / 2 : GUARDED_SLOTS - 1;
+        bool past = pg != 0 && ((addr - base) % page < page / 2 || pg / 2 >= GUARDED_SLOTS);
+        report(past ? "buffer overflow past the end" : "buffer underflow before the start", addr,
+               &slots[past ? left : right]);
     }
-    /* not ours: the previous disposition, as if dpmalloc had none */
-    struct sigaction *prev = sig == SIGSEGV ? &previous_segv : &previous_bus;
-    struct sigaction run = *prev;
-    bool handler = (run.sa_flags & SA_SIGINFO) ? run.sa_sigaction != NULL
-                                               : run.sa_handler != SIG_DFL && run.sa_handler != SIG_IGN;
-    if (!handler || (run.sa_flags & SA_RESETHAND)) {
-        /* the default from now on (a one-shot handler runs this once) */
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        sigaction(sig, &dfl, NULL);
-        prev->sa_flags &= ~SA_SIGINFO;
-        prev->sa_handler = SIG_DFL;
-    }
-    if (handler) {
-        sigset_t old;
-        pthread_sigmask(SIG_BLOCK, &run.sa_mask, &old);
-        if (run.sa_flags & SA_SIGINFO)
-            run.sa_sigaction(sig, info, ctx);
-        else
-            run.sa_handler(sig);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        return;
-    }
-    if (run.sa_handler == SIG_IGN && info->si_code <= 0)
-        return;   /* a sent signal the program ignores */
-    if (info->si_code <= 0)
-        raise(sig);   /* a sent signal: delivered again, to the default action */
-    /* a fault: the access runs again and meets the default action */
+    return true;
 }
 
 /* ---- the pool -------------------------------------------------------------- */
@@ -152,13 +111,7 @@ bool guarded_init(size_t sample_interval)
     }
     slots = m;
     interval = sample_interval;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &previous_segv);
-    sigaction(SIGBUS, &sa, &previous_bus);
+    fault_explain_with(guarded_explain);
     __atomic_store_n(&pool, (uintptr_t)p, __ATOMIC_RELEASE);
     return true;
 }

@@ -10,8 +10,8 @@
  * stack that allocated it and, after a free, the stack that freed it, and
  * aborts. A double free or an invalid free of a slot's block aborts with
  * the usual message. Blocks up to a page with an alignment up to 16.
- * Owns: the pool, its slot records, the SIGSEGV/SIGBUS handler.
- * May call: os, error.
+ * Owns: the pool, its slot records, their faults' reports.
+ * May call: os, error, fault.
  */
 #ifndef DPM_GUARDED_H
 #define DPM_GUARDED_H
@@ -22,8 +22,8 @@
 /* Slots in the pool: the most sampled blocks live at once. */
 #define GUARDED_SLOTS 256
 
-/* At init, when guard_sample is set: reserves the pool, installs the
- * fault handler. false without address space (nothing is sampled). */
+/* At init, when guard_sample is set: reserves the pool, has its faults
+ * explained (fault.h). false without address space (nothing is sampled). */
 bool guarded_init(size_t sample_interval);
 /* Whether this allocation is the sampled one: the calling thread's
  * countdown loses weight (the blocks this slow path hands out); false

@@ -28,6 +28,7 @@
 #include "limit_reclaim.h"
 #include "memlimit.h"
 #include "zero_blocks.h"
+#include "fault.h"
 #include "quarantine.h"
 #include "anchor_ref.h"
 
@@ -209,6 +210,11 @@ static bool init_locked(void)
         g.slot_canary = canary_secret();
         quarantine_init();
         (void)zero_blocks_init();   /* without address space, size 0 gets ordinary blocks */
+        /* its pages without access explain their faults: the quarantine
+         * first (a parked block's guard page is part of its run) */
+        fault_explain_with(zero_block_explain);
+        fault_explain_with(quarantine_explain);
+        fault_explain_with(arena_guard_explain);
     }
     if (opt.guard_sample != 0)
         (void)guarded_init(opt.guard_sample);   /* without address space nothing is sampled */

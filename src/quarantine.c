@@ -12,6 +12,7 @@
 #include "arena.h"
 #include "canary.h"
 #include "error.h"
+#include "fault.h"
 #include "memlimit.h"
 #include "conf.h"
 #include "os.h"
@@ -86,6 +87,18 @@ bool quarantine_large_put(span_t *s)
     if (old != NULL)
         release(old);
     return true;
+}
+
+bool quarantine_explain(uintptr_t addr)
+{
+    for (unsigned i = 0; i < QUARANTINE_SLOTS; i++) {
+        const span_t *s = __atomic_load_n(&large_ring[i], __ATOMIC_ACQUIRE);
+        if (s != NULL && addr - s->start < run_bytes(s)) {
+            fault_report("use after free", addr, "secure mode's quarantine", s->requested, s->base);
+            return true;
+        }
+    }
+    return false;
 }
 
 unsigned quarantine_large_count(void)

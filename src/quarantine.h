@@ -11,8 +11,8 @@
  * of that size go back to the OS at once, as in every mode): resident,
  * at most QUARANTINE_SLOTS x QUARANTINE_KEEP_MAX (16 MiB), the rest
  * address space only.
- * Owns: the rings. May call: arena, os, error, memlimit (parked blocks
- * leave the memory limit's charge).
+ * Owns: the rings. May call: arena, os, error, fault, memlimit (parked
+ * blocks leave the memory limit's charge).
  */
 #ifndef DPM_QUARANTINE_H
 #define DPM_QUARANTINE_H
@@ -32,6 +32,9 @@
  * caller frees it as usual). The block the ring lets go of, if any, goes
  * home now. */
 bool quarantine_large_put(span_t *s);
+/* The fault handler's explainer (fault.h): a fault in the pages of a
+ * large block in the ring is a use after free. */
+bool quarantine_explain(uintptr_t addr);
 /* Blocks in the ring now (tests, stats). */
 unsigned quarantine_large_count(void);
 

@@ -10,6 +10,7 @@
 #include "zero_blocks.h"
 
 #include "error.h"
+#include "fault.h"
 #include "os.h"
 
 #define ZERO_SLOT 16
@@ -97,3 +98,15 @@ void zero_block_check_live(const void *p, const char *call)
 }
 
 size_t zero_blocks_live(void) { return __atomic_load_n(&nlive, __ATOMIC_RELAXED); }
+
+bool zero_block_explain(uintptr_t addr)
+{
+    uintptr_t base = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
+    if (base == 0 || addr - base >= ZERO_REGION)
+        return false;
+    size_t i = (addr - base) / ZERO_SLOT;
+    bool freed = (__atomic_load_n(&live[i / 64], __ATOMIC_ACQUIRE) >> (i % 64) & 1) == 0;
+    fault_report(freed ? "use after free" : "read or write through a block of size 0", addr, "secure mode", 0,
+                 base + i * ZERO_SLOT);
+    return true;
+}

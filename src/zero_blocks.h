@@ -6,7 +6,7 @@
  * faults (SIGSEGV) instead of reaching another block. Each live block is
  * a bit in a bitmap: free, realloc, sized free and malloc_usable_size
  * know it, and a second free of one aborts.
- * Owns: the region and its bitmap. May call: os, error.
+ * Owns: the region and its bitmap. May call: os, error, fault.
  */
 #ifndef DPM_ZERO_BLOCKS_H
 #define DPM_ZERO_BLOCKS_H
@@ -34,6 +34,10 @@ void zero_block_free(void *p, const char *call);
 /* Aborts naming call unless p (in the region) is a live zero-size block:
  * realloc and malloc_usable_size of a freed one are a use after free. */
 void zero_block_check_live(const void *p, const char *call);
+/* The fault handler's explainer (fault.h): a fault in the region
+ * reports the slot (live: an access through a block of size 0; else a
+ * use after free). */
+bool zero_block_explain(uintptr_t addr);
 /* Slots live now (stats and tests). */
 size_t zero_blocks_live(void);
 
