@@ -1216,6 +1216,19 @@ bool arena_guard_explain(uintptr_t addr)
     const span_t *s = span_of((const void *)addr);
     if (s == NULL || s->kind != SPAN_LARGE || !s->guarded || addr - guard_page(s) >= PAGE)
         return false;
+    /* the guard is also the page before the next run: its upper half,
+     * with a large block starting right after it, is taken as an
+     * underflow of that block (guard_sample's half-page rule; review
+     * r38: q[-1] was reported as an overflow of the block before) */
+    uintptr_t after = guard_page(s) + PAGE;
+    const span_t *next = addr - guard_page(s) >= PAGE / 2 ? span_of((const void *)after) : NULL;
+    if (next != NULL && next->kind == SPAN_LARGE && next->start == after) {
+        fault_report("buffer underflow before the start", addr, "secure mode's guard page", next->requested,
+                     next->base);
+        return true;
+    }
+    if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED))
+        return false;   /* freed: the quarantine's report, a use after free */
     fault_report("buffer overflow past the end", addr, "secure mode's guard page", s->requested, s->base);
     return true;
 }

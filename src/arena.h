@@ -224,7 +224,10 @@ void arena_free_large_discarded(span_t *s);
  * (and its charge): its run is filed dirty, as arena_free_large's. */
 void arena_free_large_reopened(span_t *s);
 /* The fault handler's explainer (fault.h): a fault in the guard page
- * after a live large block (secure mode) is an overflow past its end. */
+ * after a large block (secure mode) is an overflow past the end of that
+ * block while it lives, or, in the guard's upper half right before
+ * another large block, an underflow of that one; false for the guard of
+ * a freed block otherwise (the quarantine explains it). */
 bool arena_guard_explain(uintptr_t addr);
 /* Resize a large block in place to the usable size a fresh block of size
  * bytes would get (grow into the next free run, or give the tail back;

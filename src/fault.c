@@ -51,6 +51,8 @@ static void on_fault(int sig, siginfo_t *info, void *ctx)
     struct sigaction run = *prev;
     bool handler = (run.sa_flags & SA_SIGINFO) ? run.sa_sigaction != NULL
                                                : run.sa_handler != SIG_DFL && run.sa_handler != SIG_IGN;
+    if (!handler && run.sa_handler == SIG_IGN && info->si_code <= 0)
+        return;   /* a sent signal the program ignores, now and later (review r38) */
     if (!handler || (run.sa_flags & SA_RESETHAND)) {
         /* the default from now on (a one-shot handler runs this once) */
         struct sigaction dfl;
@@ -62,8 +64,14 @@ static void on_fault(int sig, siginfo_t *info, void *ctx)
         prev->sa_handler = SIG_DFL;
     }
     if (handler) {
-        sigset_t old;
-        pthread_sigmask(SIG_BLOCK, &run.sa_mask, &old);
+        /* what the kernel would block around it: its mask, and the
+         * signal itself unless it asked for SA_NODEFER (review r38: a
+         * handler that faulted again re-entered itself and deadlocked
+         * on its own lock) */
+        sigset_t block = run.sa_mask, old;
+        if (!(run.sa_flags & SA_NODEFER))
+            sigaddset(&block, sig);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
         if (run.sa_flags & SA_SIGINFO)
             run.sa_sigaction(sig, info, ctx);
         else
@@ -71,8 +79,6 @@ static void on_fault(int sig, siginfo_t *info, void *ctx)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         return;
     }
-    if (run.sa_handler == SIG_IGN && info->si_code <= 0)
-        return;   /* a sent signal the program ignores */
     if (info->si_code <= 0)
         raise(sig);   /* a sent signal: delivered again, to the default action */
     /* a fault: the access runs again and meets the default action */

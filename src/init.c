@@ -210,11 +210,12 @@ static bool init_locked(void)
         g.slot_canary = canary_secret();
         quarantine_init();
         (void)zero_blocks_init();   /* without address space, size 0 gets ordinary blocks */
-        /* its pages without access explain their faults: the quarantine
-         * first (a parked block's guard page is part of its run) */
+        /* its pages without access explain their faults: a guard page
+         * first (an underflow of the next block; a parked block's guard
+         * page, part of its run, is left to the quarantine) */
         fault_explain_with(zero_block_explain);
-        fault_explain_with(quarantine_explain);
         fault_explain_with(arena_guard_explain);
+        fault_explain_with(quarantine_explain);
     }
     if (opt.guard_sample != 0)
         (void)guarded_init(opt.guard_sample);   /* without address space nothing is sampled */

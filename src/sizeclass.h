@@ -75,9 +75,11 @@ DPM_INLINE size_t sc_slab_align(unsigned c) { return sc_obj_align(c) > PAGE ? sc
 
 /* The large classes up to 64 KiB have slabs too, in one special bin per
  * class and arena that only aligned requests reach (alignment above a
- * page, size at most the alignment, which is at most 64 KiB; a bigger
- * size takes a page run, whose recorded size checks a sized free
- * exactly: alloc.c, aligned_slab_class): 4-16 objects per 256 KiB slab,
+ * page, size at most the alignment, which is at most 64 KiB, so the
+ * 16, 32 and 64 KiB classes; a bigger size takes a page run, whose
+ * recorded size checks a sized free exactly: alloc.c,
+ * aligned_slab_class; secure mode uses every class up to 64 KiB so,
+ * secure_slab_class): 4-16 objects per 256 KiB slab,
  * aligned to the class's power-of-two factor, per span descriptor and
  * carve, where a page run takes one each. malloc(16384) stays a page run,
  * which realloc can grow in place (but for secure mode, whose page runs

@@ -246,6 +246,34 @@ TEST(xallocx_in_place_only)
     sdallocx(NULL, 0, 0);
 }
 
+/* review r38: an xallocx that answers at least the size asked for,
+ * without resizing, lets a sized free name that size (it aborted: the
+ * block's recorded request stayed the bigger one) */
+TEST(xallocx_unchanged_then_sized_free)
+{
+    static const struct {
+        size_t align, size, to, extra;
+    } cases[] = {
+        {8192, 8193, 8000, 0},      /* a page run below the large classes: never resized */
+        {8192, 12000, 10000, 4000}, /* its usable bytes already within [to, to + extra] */
+        {8192, 20000, 17000, 4000},
+        {16, 20000, 17000, 4000},   /* a plain large block */
+        {16, 300000, 200000, 200000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        void *p = mallocx(cases[i].size, MALLOCX_ALIGN(cases[i].align));
+        EXPECT_NONNULL(p);
+        size_t got = xallocx(p, cases[i].to, cases[i].extra, 0);
+        EXPECT_GE_U(got, cases[i].to);
+        EXPECT_EQ_U(sallocx(p, 0), got);
+        sdallocx(p, cases[i].to, 0);   /* aborts if the promise is refused */
+    }
+    /* the size asked for first stays a valid promise too */
+    void *p = mallocx(20000, 0);
+    EXPECT_GE_U(xallocx(p, 17000, 4000, 0), 17000);
+    sdallocx(p, 20000, 0);
+}
+
 TEST(arena_and_tcache_flags)
 {
     unsigned arena;
@@ -628,6 +656,7 @@ int main(int argc, char **argv)
     RUN(zero_flag);
     RUN(rallocx_keeps_and_zeroes);
     RUN(xallocx_in_place_only);
+    RUN(xallocx_unchanged_then_sized_free);
     RUN(arena_and_tcache_flags);
     RUN(mallctl_is_dpm_ctl);
     RUN(mib_round_trips);

@@ -638,6 +638,24 @@ static void overflow_grown_large(void)
     fprintf(stderr, "wrote past a grown block\n");
 }
 
+/* review r38: q[-1] falls in the guard page of the block before q; an
+ * access in a guard's upper half right before a large block is an
+ * underflow of that block, not an overflow of the one before (the first
+ * pair of blocks laid back to back is used) */
+static void underflow_large(void)
+{
+    for (int i = 0; i < 64; i++) {
+        char *p = dpm_malloc(200000), *q = dpm_malloc(200000);
+        if (q == p + dpm_usable_size(p) + 4096) {   /* p's run: its usable bytes, then its guard */
+            fprintf(stderr, "q at %p\n", (void *)q);
+            volatile char *before = (volatile char *)((uintptr_t)q - 1);
+            fprintf(stderr, "read %d\n", *before);
+        }
+    }
+    fprintf(stderr, "no two blocks back to back\n");
+    abort();
+}
+
 static void read_after_free_large(void)
 {
     volatile char *p = dpm_malloc(LARGE);
@@ -724,6 +742,16 @@ static void test_large_guards(void)
     /* 64 quarantined blocks of at most ~4.4 MiB each, plus their guards */
     CHECK(grown <= (size_t)64 * (5u << 20), "active grew by %zu bytes over 500 large frees", grown);
     expect_fault_report(overflow_large_by_one, "buffer overflow past the end", "secure mode's guard page");
+    expect_fault_report(underflow_large, "buffer underflow before the start", "secure mode's guard page");
+    {
+        /* and the block it names is q, the one after the guard */
+        char err[512], want[64];
+        run_child(underflow_large, err, sizeof(err));
+        const char *q = strstr(err, "q at ");
+        CHECK(q != NULL && sscanf(q, "q at %40s", want + strlen(strcpy(want, "-byte block at "))) == 1 &&
+                  strstr(err, want) != NULL,
+              "the report does not name q: %s", err);
+    }
     expect_fault_report(read_after_free_large, "use after free", "secure mode's quarantine");
     expect_fault_report(write_after_free_large_reuse, "use after free", "secure mode's quarantine");
     expect_abort(double_free_quarantined_large, "double free of");
