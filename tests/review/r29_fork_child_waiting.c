@@ -163,7 +163,16 @@ int main(int argc, char **argv)
     pthread_t u;
     pthread_create(&u, NULL, churn, NULL);
     int caught = 0, ok = 0;
+    /* a wall-clock bound as well: under a loaded CI each usleep(300)
+     * lasts milliseconds, and 10000 tries that rarely catch U holding
+     * the cache outran ctest's 120 s (twice; never a hang: the child's
+     * wait below is bounded too) */
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (int t = 0; t < tries * 1000 && caught < tries; t++) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > 60)
+            break;
         pthread_kill(u, SIGUSR1);
         usleep(300);
         if (!atomic_load(&holding))
@@ -191,8 +200,14 @@ int main(int argc, char **argv)
         char c = 1;
         if (write(gate[1], &c, 1) != 1)
             return 2;
-        while (asleep && atomic_load(&child_pid) == 0)
+        for (int i = 0; asleep && atomic_load(&child_pid) == 0; i++) {
+            if (i == 100000) {   /* 10 s: a diagnosis, not a ctest timeout */
+                fprintf(stderr, "the trimmer's fork did not return in 10 s after the cache was let go (try %d)\n",
+                        caught);
+                _exit(1);
+            }
             usleep(100);
+        }
         pthread_join(tt, NULL);
         if (!asleep)
             continue;
