@@ -1654,42 +1654,21 @@ size_t arena_usable_impl(size_t size, size_t align)
     return arena_large_usable(size, 0);
 }
 
-/* xallocx answered at least size bytes for large block s without
- * resizing it: a sized free may name size from now on, as well as every
- * size it could name before (review r38: xallocx(p, 10000, 4000) of a
- * 12000-byte block said 12288, then sdallocx(p, 10000) aborted). */
-static void promise_may_name(span_t *s, size_t size)
+/* resize_in_place_impl's body, for p of span s (checked): the usable
+ * bytes afterwards. */
+static size_t resize_span_in_place(void *p, span_t *s, size_t size, size_t extra)
 {
-    if (s->kind == SPAN_LARGE && size < s->requested)
-        s->requested = size;
-}
-
-/* xallocx: p resized in place only, to at least size and at most
- * size + extra bytes where the block allows; returns its usable bytes
- * afterwards. A slab block keeps its class; a large block is resized
- * as realloc resizes it in place. */
-size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call)
-{
-    if (off_map_block(p))
-        return off_map_usable(p, call);
-    span_t *s = checked_span(p, call);
-    check_not_cached(p, s, call, "use after free of");
     /* a sampled block: the usable bytes sallocx reports (its class's)
      * until a resize makes it its run's */
     size_t old = counted_usable(s);
     /* a sampled block with a slab class's bytes keeps them, as the slab
      * block it stands for would */
     if (s->kind != SPAN_LARGE || (s->prof_sampled && s->prof_class != 0) || (uintptr_t)p != s->base ||
-        size > ALLOC_MAX) {
-        if (old >= size && (uintptr_t)p == s->base)
-            promise_may_name(s, size);
+        size > ALLOC_MAX)
         return old;
-    }
     size_t most = extra > ALLOC_MAX - size ? ALLOC_MAX : size + extra;
-    if (old >= size && old <= most) {
-        promise_may_name(s, size);
+    if (old >= size && old <= most)
         return old;
-    }
     size_t run_old = span_usable(s);
     /* the slack a large cache keeps for a growing block serves first (or
      * goes back to the block), as in realloc; then the largest the caller
@@ -1703,8 +1682,6 @@ size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call
         s->grew |= s->usable > run_old;
         s->requested = size;   /* a sized free may name any size from here up to usable */
         s->prof_class = 0;
-    } else if (counted_usable(s) >= size) {
-        promise_may_name(s, size);
     }
     DPM_ANN_OPEN_RANGE(p, run_old, s->usable);
     if (unlikely(opt.zero) && s->usable > run_old)
@@ -1714,6 +1691,26 @@ size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call
         thread_count_free(old);
         thread_count_alloc(now);
     }
+    return now;
+}
+
+/* xallocx: p resized in place only, to at least size and at most
+ * size + extra bytes where the block allows; returns its usable bytes
+ * afterwards. A slab block keeps its class; a large block is resized
+ * as realloc resizes it in place. */
+size_t resize_in_place_impl(void *p, size_t size, size_t extra, const char *call)
+{
+    if (off_map_block(p))
+        return off_map_usable(p, call);
+    span_t *s = checked_span(p, call);
+    check_not_cached(p, s, call, "use after free of");
+    size_t now = resize_span_in_place(p, s, size, extra);
+    /* answered at least size, resized or not: a sized free may name size
+     * from now on, with every size it could name before (review r38:
+     * xallocx(p, 10000, 4000) of a 12000-byte block said 12288, then
+     * sdallocx(p, 10000) aborted) */
+    if (now >= size && s->kind == SPAN_LARGE && size < s->requested)
+        s->requested = size;
     return now;
 }
 

@@ -16,8 +16,6 @@
 #include "util.h"
 
 #include <execinfo.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,9 +4,10 @@
  * access to its pages, and their contents if its run is bigger than
  * QUARANTINE_KEEP_MAX or a memory limit is set, and waits in a ring of
  * QUARANTINE_SLOTS blocks before it goes back to its page heap, so a
- * read or write through a dangling pointer faults (SIGSEGV) for the next
- * QUARANTINE_SLOTS large frees, and a second free, realloc or
- * malloc_usable_size of it aborts (the span is parked meanwhile). The ring holds at most
+ * read or write through a dangling pointer faults (and is reported:
+ * fault.h) for the next QUARANTINE_SLOTS large frees, and a second free,
+ * realloc or malloc_usable_size of it aborts (the span is parked
+ * meanwhile). The ring holds at most
  * QUARANTINE_SLOTS blocks, each smaller than oversize_threshold (blocks
  * of that size go back to the OS at once, as in every mode): resident,
  * at most QUARANTINE_SLOTS x QUARANTINE_KEEP_MAX (16 MiB), the rest

@@ -90,10 +90,11 @@ void zero_block_free(void *p, const char *call)
     __atomic_fetch_sub(&nlive, 1, __ATOMIC_RELAXED);
 }
 
+static bool slot_live(size_t i) { return (__atomic_load_n(&live[i / 64], __ATOMIC_ACQUIRE) >> (i % 64) & 1) != 0; }
+
 void zero_block_check_live(const void *p, const char *call)
 {
-    size_t i = slot_of(p, call);
-    if ((__atomic_load_n(&live[i / 64], __ATOMIC_ACQUIRE) >> (i % 64) & 1) == 0)
+    if (!slot_live(slot_of(p, call)))
         dpm_misuse(call, p, "use after free of");
 }
 
@@ -101,12 +102,10 @@ size_t zero_blocks_live(void) { return __atomic_load_n(&nlive, __ATOMIC_RELAXED)
 
 bool zero_block_explain(uintptr_t addr)
 {
-    uintptr_t base = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
-    if (base == 0 || addr - base >= ZERO_REGION)
+    if (!zero_block_in_region((const void *)addr))
         return false;
-    size_t i = (addr - base) / ZERO_SLOT;
-    bool freed = (__atomic_load_n(&live[i / 64], __ATOMIC_ACQUIRE) >> (i % 64) & 1) == 0;
-    fault_report(freed ? "use after free" : "read or write through a block of size 0", addr, "secure mode", 0,
-                 base + i * ZERO_SLOT);
+    size_t i = (addr - region) / ZERO_SLOT;
+    fault_report(slot_live(i) ? "read or write through a block of size 0" : "use after free", addr, "secure mode", 0,
+                 region + i * ZERO_SLOT);
     return true;
 }

@@ -192,7 +192,7 @@ static void between_zero_size_slots(void)
 /* A fault in one of secure mode's pages without access ends in the
  * fault handler's report (fault.h): SIGABRT, "dpmalloc: <what> at <the
  * address> (<source>): the N-byte block at <block>". */
-static void expect_fault_report(void (*fn)(void), const char *what, const char *source)
+static void expect_fault_report_naming(void (*fn)(void), const char *what, const char *source, const char *named)
 {
     char err[512];
     int status = run_child(fn, err, sizeof(err));
@@ -200,6 +200,20 @@ static void expect_fault_report(void (*fn)(void), const char *what, const char *
     CHECK(strstr(err, "dpmalloc: ") != NULL && strstr(err, what) != NULL && strstr(err, source) != NULL &&
               strstr(err, "-byte block at 0x") != NULL,
           "expected \"%s\" and \"%s\" in: %s", what, source, err);
+    if (named != NULL) {
+        /* the child printed "<named><pointer>" first: the report names that block */
+        char want[64];
+        const char *at = strstr(err, named);
+        CHECK(at != NULL &&
+                  sscanf(at + strlen(named), "%40s", want + strlen(strcpy(want, "-byte block at "))) == 1 &&
+                  strstr(err, want) != NULL,
+              "the report does not name the block after \"%s\": %s", named, err);
+    }
+}
+
+static void expect_fault_report(void (*fn)(void), const char *what, const char *source)
+{
+    expect_fault_report_naming(fn, what, source, NULL);
 }
 
 /* Any other fault, or a SIGSEGV the program sends itself, meets the
@@ -742,16 +756,9 @@ static void test_large_guards(void)
     /* 64 quarantined blocks of at most ~4.4 MiB each, plus their guards */
     CHECK(grown <= (size_t)64 * (5u << 20), "active grew by %zu bytes over 500 large frees", grown);
     expect_fault_report(overflow_large_by_one, "buffer overflow past the end", "secure mode's guard page");
-    expect_fault_report(underflow_large, "buffer underflow before the start", "secure mode's guard page");
-    {
-        /* and the block it names is q, the one after the guard */
-        char err[512], want[64];
-        run_child(underflow_large, err, sizeof(err));
-        const char *q = strstr(err, "q at ");
-        CHECK(q != NULL && sscanf(q, "q at %40s", want + strlen(strcpy(want, "-byte block at "))) == 1 &&
-                  strstr(err, want) != NULL,
-              "the report does not name q: %s", err);
-    }
+    /* the block it names is q, the one after the guard */
+    expect_fault_report_naming(underflow_large, "buffer underflow before the start", "secure mode's guard page",
+                               "q at ");
     expect_fault_report(read_after_free_large, "use after free", "secure mode's quarantine");
     expect_fault_report(write_after_free_large_reuse, "use after free", "secure mode's quarantine");
     expect_abort(double_free_quarantined_large, "double free of");
